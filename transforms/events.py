@@ -1,0 +1,135 @@
+"""The contract's event rules as Spark column expressions: parse, type and validate one raw line.
+
+Each line is parsed once into a VARIANT (Spark's JSON parser); the JSON type of every field is read from
+the variant, so a number is never confused with a string that looks like one. Money never passes
+through a float: its decimal text is cast to decimal(18,2), and only amounts whose exact value fits
+(at most 16 integer and 2 fractional digits) are accepted.
+"""
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from warehouse.catalog import MONEY
+
+#: Every quarantine reason, in the order the rules are checked (the first broken rule is reported).
+REASONS: dict[str, str] = {
+    "empty_line": "the line is empty or only white space",
+    "amount_not_finite": "amount is NaN, Infinity or -Infinity (also when written as a bare literal)",
+    "not_json": "the line is not valid JSON (an object with a repeated key counts as invalid)",
+    "not_object": "the JSON value is not an object",
+    "event_id_missing": "event_id is absent or null",
+    "event_id_not_string": "event_id is not a JSON string",
+    "event_id_empty": "event_id is an empty or blank string",
+    "user_id_missing": "user_id is absent or null",
+    "user_id_not_string": "user_id is not a JSON string",
+    "user_id_empty": "user_id is an empty or blank string",
+    "event_time_missing": "event_time is absent or null",
+    "event_time_wrong_type": "event_time is neither a string nor an integer",
+    "event_time_invalid": "event_time is not an ISO-8601 date-time or epoch milliseconds in years 1-9999",
+    "amount_missing": "amount is absent or null",
+    "amount_not_number": "amount is not a JSON number (a string, boolean, object or array)",
+    "amount_out_of_range": "amount has more than 16 integer digits, so it does not fit decimal(18,2)",
+    "amount_too_precise": "amount has more than 2 fractional digits, so it is not exact in decimal(18,2)",
+    "event_type_not_string": "event_type is present but not a JSON string",
+}
+
+# ISO-8601 date-time: date, 'T' (or a space), hours and minutes, optional seconds and fraction, optional
+# zone (Z or +hh[:mm]); a missing zone means UTC because the session time zone is UTC.
+_ISO_DATE_TIME = r"^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?([Zz]|[+-]\d{2}(:?\d{2})?)?$"
+_BARE_NON_FINITE = r'"amount"\s*:\s*[-+]?(NaN|Infinity)'
+_EXACT_MONEY_TEXT = r"^-?\d{1,16}(\.\d{1,2})?$"
+_INTEGER_TYPES = ("TINYINT", "SMALLINT", "INT", "BIGINT")
+_MIN_EPOCH_MS = -62_135_596_800_000  # 0001-01-01T00:00:00Z
+_MAX_EPOCH_MS = 253_402_300_799_999  # 9999-12-31T23:59:59.999Z
+
+
+def _field(document: Column, name: str) -> tuple[Column, Column, Column]:
+    """(value as variant, its JSON type name, absent-or-null flag) of a top-level field."""
+    value = F.try_variant_get(document, f"$.{name}", "variant")
+    json_type = F.schema_of_variant(value)
+    missing = value.isNull() | F.is_variant_null(value)
+    return value, json_type, missing
+
+
+def _is_blank(text: Column) -> Column:
+    return F.trim(text) == F.lit("")
+
+
+def parse_events(lines: DataFrame, raw: str = "raw") -> DataFrame:
+    """Add ``reason`` (null when the line is a valid event) and the typed event columns to ``lines``.
+
+    Time semantics: ``event_time`` is the instant the event happened, taken only from the line
+    (ISO-8601 with Z or an offset, no offset meaning UTC, or integer epoch milliseconds); processing
+    time plays no part here.
+    """
+    text = F.col(raw)
+    document = F.try_parse_json(text)
+    document_type = F.schema_of_variant(document)
+
+    event_id, event_id_type, event_id_missing = _field(document, "event_id")
+    user_id, user_id_type, user_id_missing = _field(document, "user_id")
+    event_time, event_time_type, event_time_missing = _field(document, "event_time")
+    amount, amount_type, amount_missing = _field(document, "amount")
+    event_type, event_type_type, event_type_missing = _field(document, "event_type")
+
+    event_id_text = F.variant_get(event_id, "$", "string")
+    user_id_text = F.variant_get(user_id, "$", "string")
+
+    time_text = F.variant_get(event_time, "$", "string")
+    time_millis = F.variant_get(event_time, "$", "bigint")
+    parsed_time = (
+        F.when(
+            (event_time_type == "STRING") & time_text.rlike(_ISO_DATE_TIME),
+            time_text.try_cast("timestamp"),
+        ).when(
+            event_time_type.isin(*_INTEGER_TYPES) & time_millis.between(_MIN_EPOCH_MS, _MAX_EPOCH_MS),
+            F.timestamp_millis(time_millis),
+        )
+    )
+
+    amount_is_double = amount_type == "DOUBLE"
+    amount_double = F.variant_get(amount, "$", "double")
+    # Integers and plain decimals keep their exact digits in the variant; only exponent notation becomes a
+    # DOUBLE there, so for those the number is re-read from the line's own text as a decimal.
+    amount_text = F.when(
+        amount_is_double,
+        F.from_json(text, "amount decimal(38,18)").getField("amount").cast("string"),
+    ).otherwise(F.to_json(amount))
+    amount_plain = F.regexp_replace(amount_text, r"(\.\d*?)0+$", "$1")
+    amount_plain = F.regexp_replace(amount_plain, r"\.$", "")
+    amount_is_number = amount_type.isin(*_INTEGER_TYPES, "DOUBLE") | amount_type.startswith("DECIMAL")
+
+    reason = (
+        F.when(text.isNull() | _is_blank(text), "empty_line")
+        .when(document.isNull() & text.rlike(_BARE_NON_FINITE), "amount_not_finite")
+        .when(document.isNull(), "not_json")
+        .when(~document_type.startswith("OBJECT"), "not_object")
+        .when(event_id_missing, "event_id_missing")
+        .when(event_id_type != "STRING", "event_id_not_string")
+        .when(_is_blank(event_id_text), "event_id_empty")
+        .when(user_id_missing, "user_id_missing")
+        .when(user_id_type != "STRING", "user_id_not_string")
+        .when(_is_blank(user_id_text), "user_id_empty")
+        .when(event_time_missing, "event_time_missing")
+        .when((event_time_type != "STRING") & ~event_time_type.isin(*_INTEGER_TYPES), "event_time_wrong_type")
+        .when(parsed_time.isNull(), "event_time_invalid")
+        .when(amount_missing, "amount_missing")
+        .when(~amount_is_number, "amount_not_number")
+        .when(amount_is_double & (F.isnan(amount_double) | (F.abs(amount_double) == float("inf"))), "amount_not_finite")
+        .when(amount_plain.isNull() | ~amount_plain.rlike(r"^-?\d{1,16}(\.\d+)?$"), "amount_out_of_range")
+        .when(~amount_plain.rlike(_EXACT_MONEY_TEXT), "amount_too_precise")
+        .when(~event_type_missing & (event_type_type != "STRING"), "event_type_not_string")
+    )
+
+    valid = reason.isNull()
+    return lines.select(
+        "*",
+        reason.alias("reason"),
+        F.when(valid, event_id_text).alias("event_id"),
+        F.when(valid, user_id_text).alias("user_id"),
+        F.when(valid, parsed_time).alias("event_time"),
+        F.when(valid, amount_plain.try_cast(MONEY)).alias("amount"),
+        F.when(valid & ~event_type_missing, F.variant_get(event_type, "$", "string")).alias("event_type"),
+        # Canonical JSON (keys sorted, numbers normalised) so a re-serialised redelivery is not a conflict.
+        F.when(document.isNotNull(), F.sha2(F.to_json(document), 256)).alias("payload_hash"),
+    )

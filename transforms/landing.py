@@ -1,0 +1,53 @@
+"""Sources: the landing folder of JSON Lines files, read as a stream of raw lines with their position."""
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from warehouse.settings import Settings
+
+
+def read_landing(spark: SparkSession, settings: Settings) -> DataFrame:
+    """Stream every file that appears in the landing folder, one row per line, in arrival order.
+
+    Time semantics: none yet. A file's arrival is processing time (its modification time when it was
+    placed atomically); Spark's file source takes new files oldest first, ``maxFilesPerTrigger`` at a time,
+    and remembers in its checkpoint which files it has read. Names starting with ``.`` or ``_`` (partial
+    files still being written) are ignored by Spark.
+    """
+    settings.landing_dir.mkdir(parents=True, exist_ok=True)
+    files = (
+        spark.readStream.format("text")
+        # One row per file keeps every line's position exact: line numbers come from the split below.
+        .option("wholetext", "true")
+        .option("maxFilesPerTrigger", settings.max_files_per_trigger)
+        .load(str(settings.landing_dir))
+        .select(
+            F.col("value"),
+            F.col("_metadata.file_path").alias("source_file"),
+            F.col("_metadata.file_modification_time").alias("file_modified_at"),
+        )
+    )
+    return split_lines(files)
+
+
+def split_lines(files: DataFrame) -> DataFrame:
+    """One row per line of each file's text: ``raw`` without its line break, ``source_line`` 1-based.
+
+    The empty string after a file's final line break is not a line; every other empty line is kept (it
+    is received, so bronze has it, and silver quarantines it).
+    """
+    lines = F.split(F.col("value"), "\n")
+    return (
+        files.select("source_file", "file_modified_at", F.posexplode(lines).alias("position", "raw"), F.size(lines).alias("parts"))
+        .where(~((F.col("position") == F.col("parts") - 1) & (F.col("raw") == "")))
+        .select(
+            F.regexp_replace("raw", "\r$", "").alias("raw"),
+            F.lit("file").alias("source"),
+            "source_file",
+            (F.col("position") + 1).cast("long").alias("source_line"),
+            "file_modified_at",
+            F.lit(None).cast("string").alias("kafka_topic"),
+            F.lit(None).cast("int").alias("kafka_partition"),
+            F.lit(None).cast("long").alias("kafka_offset"),
+        )
+    )

@@ -1,0 +1,255 @@
+"""Gold: per-user tumbling event-time windows, revised as events arrive, closed by the watermark.
+
+One micro-batch of new silver events goes through the seeds' steps:
+``assign_windows`` → ``split_late`` (against the watermark as it stood before the batch) →
+``advance_watermark`` → ``revise_windows`` (MERGE the batch's sums into gold, finalize closed windows,
+log every change of an existing row in ``gold.corrections``).
+"""
+
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+from delta.tables import DeltaTable
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from warehouse.catalog import (
+    GOLD_CORRECTIONS,
+    MONEY,
+    OPS_WATERMARKS,
+    SILVER_LATE_EVENTS,
+    Table,
+    user_spend_table,
+)
+from warehouse.delta import append_once, merge_once, read_table
+from warehouse.settings import Settings
+
+
+@dataclass(frozen=True)
+class Watermark:
+    """Event-time progress of a windowing stream: the largest event time seen and max − delay."""
+
+    max_event_time: datetime | None = None
+    watermark: datetime | None = None
+
+    def advance(self, batch_max: datetime | None, delay: timedelta) -> "Watermark":
+        """Watermarks never move back: a batch of old events leaves it where it was."""
+        if batch_max is None:
+            return self
+        new_max = batch_max if self.max_event_time is None else max(self.max_event_time, batch_max)
+        candidate = new_max - delay
+        new_mark = candidate if self.watermark is None else max(self.watermark, candidate)
+        return Watermark(new_max, new_mark)
+
+
+def watermark_before(spark: SparkSession, settings: Settings, query_name: str, batch_id: int) -> Watermark:
+    """The watermark recorded by the last batch before ``batch_id`` (replays see the same value)."""
+    row = (
+        read_table(spark, settings, OPS_WATERMARKS)
+        .where((F.col("query_name") == query_name) & (F.col("batch_id") < batch_id))
+        .orderBy(F.col("batch_id").desc())
+        .select("max_event_time", "watermark")
+        .first()
+    )
+    if row is None:
+        return Watermark()
+    return Watermark(_utc(row["max_event_time"]), _utc(row["watermark"]))
+
+
+def _utc(value: datetime | None) -> datetime | None:
+    # PySpark hands timestamps back as naive local datetimes; the session and the process run in UTC.
+    if value is None:
+        return None
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+def assign_windows(events: DataFrame, settings: Settings) -> DataFrame:
+    """Tumbling windows of ``settings.window`` aligned to the UTC epoch: ``[start, start + length)``."""
+    window = F.window("event_time", f"{settings.window_minutes} minutes")
+    return events.withColumns({"window_start": window.start, "window_end": window.end})
+
+
+def closes_at(settings: Settings) -> F.Column:
+    """A window is closed once the watermark reaches ``window_end + allowed lateness``."""
+    return F.col("window_end") + F.expr(f"INTERVAL {settings.allowed_lateness_seconds} SECONDS")
+
+
+def split_late(windowed: DataFrame, settings: Settings, mark: Watermark) -> tuple[DataFrame, DataFrame]:
+    """(on time, late): late events belong to a window that the watermark had closed before this batch."""
+    if mark.watermark is None:
+        return windowed, windowed.limit(0)
+    is_late = closes_at(settings) <= F.lit(mark.watermark)
+    return windowed.where(~is_late), windowed.where(is_late)
+
+
+def update_windows(
+    events: DataFrame, batch_id: int, settings: Settings, writer_id: str, query_name: str
+) -> dict[str, float]:
+    """Fold one micro-batch of new silver events into gold, exactly once per batch."""
+    spark = events.sparkSession
+    gold = user_spend_table(settings)
+    before = watermark_before(spark, settings, query_name, batch_id)
+    windowed = assign_windows(events.select("event_id", "user_id", "event_time", "amount", "ingest_time"), settings)
+    windowed.persist()
+    try:
+        rows_in, batch_max = windowed.agg(F.count("*"), F.max("event_time")).first()
+        after = before.advance(_utc(batch_max), settings.watermark_delay)
+        on_time, late = split_late(windowed, settings, before)
+        now = datetime.now(UTC)
+
+        late_rows = late.select(
+            "event_id",
+            "user_id",
+            "event_time",
+            "amount",
+            "window_start",
+            "window_end",
+            F.lit(before.watermark).cast("timestamp").alias("watermark"),
+            ((F.unix_micros(F.lit(before.watermark).cast("timestamp")) - F.unix_micros("event_time")) / 1e6).alias(
+                "lateness_seconds"
+            ),
+            "ingest_time",
+            F.lit(batch_id).cast("long").alias("gold_batch"),
+        )
+        n_late = late_rows.count()
+        if n_late:
+            append_once(late_rows, settings, SILVER_LATE_EVENTS, writer_id, batch_id)
+
+        changes = _window_changes(spark, settings, gold, on_time, before, after, now, batch_id)
+        changes.persist()
+        n_changed, n_revised = changes.agg(F.count("*"), F.count(F.col("old_revision"))).first()
+        if n_revised:
+            append_once(_corrections(changes, gold), settings, GOLD_CORRECTIONS, writer_id, batch_id)
+        if n_changed:
+            merge_once(spark, writer_id, batch_id, lambda: _merge_into_gold(spark, settings, gold, changes))
+        changes.unpersist()
+
+        mark_row = spark.createDataFrame(
+            [(query_name, batch_id, after.max_event_time, after.watermark, now)], OPS_WATERMARKS.schema
+        )
+        append_once(mark_row, settings, OPS_WATERMARKS, writer_id, batch_id)
+    finally:
+        windowed.unpersist()
+    return {
+        "rows_in": rows_in,
+        "rows_written": n_changed,
+        "late": n_late,
+        "windows_revised": n_revised,
+        "watermark": after.watermark.timestamp() if after.watermark else 0.0,
+    }
+
+
+def _window_changes(
+    spark: SparkSession,
+    settings: Settings,
+    gold: Table,
+    on_time: DataFrame,
+    before: Watermark,
+    after: Watermark,
+    now: datetime,
+    batch_id: int,
+) -> DataFrame:
+    """One row per gold key this batch changes: the batch's sums, the row's old values, the new state."""
+    keys = ["user_id", "window_start", "window_end"]
+    behind = F.col("event_time") < F.lit(before.watermark) if before.watermark else F.lit(False)
+    sums = on_time.groupBy(*keys).agg(
+        F.sum("amount").cast(MONEY).alias("delta_amount"),
+        F.count("*").alias("delta_count"),
+        F.max(behind).alias("behind_watermark"),
+    )
+    current = read_table(spark, settings, gold)
+    touched = sums
+    if after.watermark is not None:
+        closing = current.where(~F.col("is_final") & (closes_at(settings) <= F.lit(after.watermark))).select(
+            *keys,
+            F.lit(0).cast(MONEY).alias("delta_amount"),
+            F.lit(0).cast("long").alias("delta_count"),
+            F.lit(False).alias("behind_watermark"),
+        )
+        touched = (
+            sums.unionByName(closing)
+            .groupBy(*keys)
+            .agg(
+                F.sum("delta_amount").cast(MONEY).alias("delta_amount"),
+                F.sum("delta_count").alias("delta_count"),
+                F.max("behind_watermark").alias("behind_watermark"),
+            )
+        )
+    old = current.select(
+        "user_id",
+        "window_start",
+        F.col("total_amount").alias("old_total_amount"),
+        F.col("event_count").alias("old_event_count"),
+        F.col("revision").alias("old_revision"),
+        F.col("is_final").alias("old_is_final"),
+    )
+    new_is_final = closes_at(settings) <= F.lit(after.watermark) if after.watermark else F.lit(False)
+    return touched.join(old, ["user_id", "window_start"], "left").select(
+        *keys,
+        "delta_amount",
+        "delta_count",
+        "old_total_amount",
+        "old_event_count",
+        "old_revision",
+        "old_is_final",
+        (F.coalesce("old_total_amount", F.lit(0).cast(MONEY)) + F.col("delta_amount")).cast(MONEY).alias("new_total_amount"),
+        (F.coalesce("old_event_count", F.lit(0)) + F.col("delta_count")).alias("new_event_count"),
+        (F.coalesce("old_revision", F.lit(0)) + 1).cast("int").alias("revision"),
+        (F.coalesce("old_is_final", F.lit(False)) | new_is_final).alias("new_is_final"),
+        F.when(F.col("delta_count") == 0, "window_closed")
+        .when(F.col("behind_watermark"), "late_data")
+        .otherwise("stream_update")
+        .alias("cause"),
+        F.lit(now).cast("timestamp").alias("updated_at"),
+        F.lit(batch_id).cast("long").alias("gold_batch"),
+    )
+
+
+def _corrections(changes: DataFrame, gold: Table) -> DataFrame:
+    return changes.where(F.col("old_revision").isNotNull()).select(
+        F.lit(gold.name).alias("table_name"),
+        "user_id",
+        "window_start",
+        "window_end",
+        "old_total_amount",
+        "new_total_amount",
+        "old_event_count",
+        "new_event_count",
+        "old_is_final",
+        "new_is_final",
+        "revision",
+        "cause",
+        F.col("updated_at").alias("corrected_at"),
+        "gold_batch",
+    )
+
+
+def _merge_into_gold(spark: SparkSession, settings: Settings, gold: Table, changes: DataFrame) -> None:
+    # Increments, not the pre-read totals: a reconcile committed between the read and this MERGE is kept.
+    (
+        DeltaTable.forPath(spark, str(gold.path(settings)))
+        .alias("t")
+        .merge(changes.alias("s"), "t.user_id = s.user_id AND t.window_start = s.window_start")
+        .whenMatchedUpdate(
+            set={
+                "total_amount": "CAST(t.total_amount + s.delta_amount AS DECIMAL(18,2))",
+                "event_count": "t.event_count + s.delta_count",
+                "revision": "t.revision + 1",
+                "is_final": "t.is_final OR s.new_is_final",
+                "updated_at": "s.updated_at",
+            }
+        )
+        .whenNotMatchedInsert(
+            values={
+                "user_id": "s.user_id",
+                "window_start": "s.window_start",
+                "window_end": "s.window_end",
+                "total_amount": "s.delta_amount",
+                "event_count": "s.delta_count",
+                "revision": "1",
+                "is_final": "s.new_is_final",
+                "updated_at": "s.updated_at",
+            }
+        )
+        .execute()
+    )

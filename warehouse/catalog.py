@@ -1,0 +1,243 @@
+"""The table catalog: the one place that names every table, its layer, schema, partitioning and path.
+
+Every table is a plain Delta table under ``LAKEHOUSE_HOME/tables/<layer>/<name>``, readable by any Delta
+engine. Schemas are written out here once; the transforms select exactly these columns before writing.
+"""
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pyspark.sql.types import (
+    BooleanType,
+    DataType,
+    DateType,
+    DecimalType,
+    DoubleType,
+    IntegerType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
+
+from warehouse.settings import Settings
+
+MONEY = DecimalType(18, 2)
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    type: DataType
+    description: str
+    nullable: bool = True
+
+
+@dataclass(frozen=True)
+class Table:
+    """A Delta table of the lakehouse: ``layer.short_name``, stored under the home's tables folder."""
+
+    layer: str
+    short_name: str
+    description: str
+    columns: tuple[Column, ...]
+    partition_by: tuple[str, ...] = ()
+    key: tuple[str, ...] = ()
+    append_only: bool = True
+    properties: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        return f"{self.layer}.{self.short_name}"
+
+    @property
+    def schema(self) -> StructType:
+        return StructType([StructField(c.name, c.type, c.nullable) for c in self.columns])
+
+    @property
+    def column_names(self) -> list[str]:
+        return [c.name for c in self.columns]
+
+    def path(self, settings: Settings) -> Path:
+        return settings.tables_dir / self.layer / self.short_name
+
+
+def _source_position_columns() -> tuple[Column, ...]:
+    return (
+        Column("source_position", StringType(), "where the line came from: file#line or kafka topic/partition@offset"),
+        Column("ingest_time", TimestampType(), "processing time the line was written to bronze"),
+    )
+
+
+BRONZE_EVENTS = Table(
+    layer="bronze",
+    short_name="events",
+    description="Every line ever received, raw and unparsed, with its source position and ingest time.",
+    columns=(
+        Column("raw", StringType(), "the line exactly as received (UTF-8, without its line break)"),
+        Column("source", StringType(), "file or kafka", nullable=False),
+        Column("source_file", StringType(), "landing file the line came from (file source)"),
+        Column("source_line", LongType(), "1-based line number within source_file"),
+        Column("file_modified_at", TimestampType(), "modification time of source_file when it was read"),
+        Column("kafka_topic", StringType(), "topic (kafka source)"),
+        Column("kafka_partition", IntegerType(), "partition (kafka source)"),
+        Column("kafka_offset", LongType(), "offset within the partition (kafka source)"),
+        Column("ingest_time", TimestampType(), "processing time the line was written to bronze", nullable=False),
+        Column("ingest_batch", LongType(), "bronze micro-batch that wrote the line", nullable=False),
+        Column("ingest_date", DateType(), "UTC date of ingest_time (partition)", nullable=False),
+    ),
+    partition_by=("ingest_date",),
+)
+
+SILVER_EVENTS = Table(
+    layer="silver",
+    short_name="events",
+    description="Valid, typed events, deduplicated by event_id over all history (first arrival wins).",
+    columns=(
+        Column("event_id", StringType(), "idempotency key", nullable=False),
+        Column("user_id", StringType(), "grouping key", nullable=False),
+        Column("event_time", TimestampType(), "when the event happened (UTC)", nullable=False),
+        Column("amount", MONEY, "exact money amount", nullable=False),
+        Column("event_type", StringType(), "optional type (purchase, click, ...)"),
+        Column("event_date", DateType(), "UTC date of event_time (partition)", nullable=False),
+        *_source_position_columns(),
+        Column("payload_hash", StringType(), "SHA-256 of the event's canonical JSON"),
+        Column("silver_batch", LongType(), "silver micro-batch that accepted the event", nullable=False),
+    ),
+    partition_by=("event_date",),
+    key=("event_id",),
+)
+
+SILVER_QUARANTINE = Table(
+    layer="silver",
+    short_name="quarantine",
+    description="Lines that break an event rule, with a machine-readable reason.",
+    columns=(
+        Column("raw", StringType(), "the line exactly as received"),
+        Column("reason", StringType(), "machine-readable rule that failed (see transforms.events)", nullable=False),
+        *_source_position_columns(),
+        Column("silver_batch", LongType(), "silver micro-batch that quarantined the line", nullable=False),
+    ),
+)
+
+SILVER_DUPLICATES = Table(
+    layer="silver",
+    short_name="duplicates",
+    description="Every later arrival of an event_id already seen; conflicting when its payload differs.",
+    columns=(
+        Column("event_id", StringType(), "the repeated idempotency key", nullable=False),
+        Column("raw", StringType(), "the repeated line exactly as received"),
+        *_source_position_columns(),
+        Column("conflicting", BooleanType(), "payload differs from the first arrival's", nullable=False),
+        Column("payload_hash", StringType(), "SHA-256 of this arrival's canonical JSON"),
+        Column("first_payload_hash", StringType(), "SHA-256 of the first arrival's canonical JSON"),
+        Column("silver_batch", LongType(), "silver micro-batch that saw the duplicate", nullable=False),
+    ),
+)
+
+SILVER_LATE_EVENTS = Table(
+    layer="silver",
+    short_name="late_events",
+    description="Events that arrived after their window was closed (watermark past window end + lateness).",
+    columns=(
+        Column("event_id", StringType(), "idempotency key", nullable=False),
+        Column("user_id", StringType(), "grouping key", nullable=False),
+        Column("event_time", TimestampType(), "when the event happened (UTC)", nullable=False),
+        Column("amount", MONEY, "exact money amount", nullable=False),
+        Column("window_start", TimestampType(), "start of the closed window the event belongs to", nullable=False),
+        Column("window_end", TimestampType(), "end of that window (exclusive)", nullable=False),
+        Column("watermark", TimestampType(), "watermark when the event reached the window stage", nullable=False),
+        Column("lateness_seconds", DoubleType(), "watermark minus event_time, in seconds", nullable=False),
+        Column("ingest_time", TimestampType(), "processing time the line was written to bronze"),
+        Column("gold_batch", LongType(), "window-stage micro-batch that set the event aside", nullable=False),
+    ),
+)
+
+
+def user_spend_table(settings: Settings) -> Table:
+    """Per user and tumbling event-time window; the name carries the window length (default 5m)."""
+    return Table(
+        layer="gold",
+        short_name=f"user_spend_{settings.window_minutes}m",
+        description=(
+            f"Per user, per tumbling {settings.window_minutes}-minute event-time window: exact spend and "
+            "count, revised as events arrive; final once the watermark passes window end + lateness."
+        ),
+        columns=(
+            Column("user_id", StringType(), "grouping key", nullable=False),
+            Column("window_start", TimestampType(), "window start (inclusive, UTC-epoch aligned)", nullable=False),
+            Column("window_end", TimestampType(), "window end (exclusive)", nullable=False),
+            Column("total_amount", MONEY, "exact sum of the window's events", nullable=False),
+            Column("event_count", LongType(), "number of the window's events", nullable=False),
+            Column("revision", IntegerType(), "1 when first written, +1 on every change", nullable=False),
+            Column("is_final", BooleanType(), "watermark has passed window end + allowed lateness", nullable=False),
+            Column("updated_at", TimestampType(), "processing time of the last change", nullable=False),
+        ),
+        key=("user_id", "window_start"),
+        append_only=False,
+    )
+
+
+GOLD_CORRECTIONS = Table(
+    layer="gold",
+    short_name="corrections",
+    description="Every change made to a gold row after it was first written: old and new values and why.",
+    columns=(
+        Column("table_name", StringType(), "gold table that changed", nullable=False),
+        Column("user_id", StringType(), "key: user", nullable=False),
+        Column("window_start", TimestampType(), "key: window start", nullable=False),
+        Column("window_end", TimestampType(), "window end", nullable=False),
+        Column("old_total_amount", MONEY, "total before the change", nullable=False),
+        Column("new_total_amount", MONEY, "total after the change", nullable=False),
+        Column("old_event_count", LongType(), "count before the change", nullable=False),
+        Column("new_event_count", LongType(), "count after the change", nullable=False),
+        Column("old_is_final", BooleanType(), "is_final before the change", nullable=False),
+        Column("new_is_final", BooleanType(), "is_final after the change", nullable=False),
+        Column("revision", IntegerType(), "the row's revision after the change", nullable=False),
+        Column(
+            "cause",
+            StringType(),
+            "stream_update (new on-time events), late_data (events behind the watermark but within the "
+            "allowed lateness), window_closed (finalized), reconciliation, replay",
+            nullable=False,
+        ),
+        Column("corrected_at", TimestampType(), "processing time of the change", nullable=False),
+        Column("gold_batch", LongType(), "window-stage micro-batch that made the change"),
+    ),
+)
+
+OPS_WATERMARKS = Table(
+    layer="ops",
+    short_name="watermarks",
+    description="The event-time watermark of each windowing stream after each micro-batch.",
+    columns=(
+        Column("query_name", StringType(), "streaming query", nullable=False),
+        Column("batch_id", LongType(), "micro-batch id", nullable=False),
+        Column("max_event_time", TimestampType(), "largest event time seen so far"),
+        Column("watermark", TimestampType(), "max_event_time minus the watermark delay (monotonic)"),
+        Column("recorded_at", TimestampType(), "processing time", nullable=False),
+    ),
+)
+
+
+def all_tables(settings: Settings) -> list[Table]:
+    """Every table, in pipeline order."""
+    return [
+        BRONZE_EVENTS,
+        SILVER_EVENTS,
+        SILVER_QUARANTINE,
+        SILVER_DUPLICATES,
+        SILVER_LATE_EVENTS,
+        user_spend_table(settings),
+        GOLD_CORRECTIONS,
+        OPS_WATERMARKS,
+    ]
+
+
+def table_by_name(settings: Settings, name: str) -> Table:
+    """Look a table up by its ``layer.name``; raises KeyError with the known names."""
+    tables = {t.name: t for t in all_tables(settings)}
+    if name not in tables:
+        raise KeyError(f"unknown table {name!r}; known tables: {', '.join(tables)}")
+    return tables[name]

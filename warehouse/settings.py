@@ -1,0 +1,157 @@
+"""Settings: where the lakehouse lives and the event-time parameters every stream shares.
+
+Everything is read from the environment (``LAKEHOUSE_*``) and validated once; a bad value stops with
+one readable line naming the variable (:class:`SettingsError`).
+"""
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_HOME = REPO_ROOT / ".lakehouse"
+DEFAULT_JARS_DIR = REPO_ROOT / ".cache" / "jars"
+
+
+class SettingsError(ValueError):
+    """A setting is missing or invalid; the message is one line naming the setting."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The lakehouse's configuration.
+
+    Time semantics (the seeds' canonical pipeline): gold windows are tumbling ``window`` long and aligned
+    to the UTC epoch; the watermark is the maximum event time seen minus ``watermark_delay``; a window is
+    closed (final) once the watermark has passed ``window_end + allowed_lateness``.
+    """
+
+    home: Path = DEFAULT_HOME
+    window_minutes: int = 5
+    watermark_delay_seconds: int = 120
+    allowed_lateness_seconds: int = 60
+    trigger_interval_seconds: int = 10
+    max_files_per_trigger: int = 50
+    shuffle_partitions: int = 4
+    driver_memory: str = "4g"
+    spark_ui: bool = False
+    jars_dir: Path = DEFAULT_JARS_DIR
+
+    @property
+    def window(self) -> timedelta:
+        return timedelta(minutes=self.window_minutes)
+
+    @property
+    def watermark_delay(self) -> timedelta:
+        return timedelta(seconds=self.watermark_delay_seconds)
+
+    @property
+    def allowed_lateness(self) -> timedelta:
+        return timedelta(seconds=self.allowed_lateness_seconds)
+
+    @property
+    def landing_dir(self) -> Path:
+        return self.home / "landing"
+
+    @property
+    def tables_dir(self) -> Path:
+        return self.home / "tables"
+
+    @property
+    def checkpoints_dir(self) -> Path:
+        return self.home / "checkpoints"
+
+    @property
+    def reports_dir(self) -> Path:
+        return self.home / "reports"
+
+    @property
+    def dagster_home(self) -> Path:
+        return self.home / "dagster"
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> "Settings":
+        """Read and validate every ``LAKEHOUSE_*`` variable; unset ones keep their defaults."""
+        env = os.environ if env is None else env
+        home = Path(env.get("LAKEHOUSE_HOME") or DEFAULT_HOME).expanduser().resolve()
+        settings = cls(
+            home=home,
+            window_minutes=_positive_int(env, "LAKEHOUSE_WINDOW_MINUTES", cls.window_minutes),
+            watermark_delay_seconds=_non_negative_int(
+                env, "LAKEHOUSE_WATERMARK_DELAY_SECONDS", cls.watermark_delay_seconds
+            ),
+            allowed_lateness_seconds=_non_negative_int(
+                env, "LAKEHOUSE_ALLOWED_LATENESS_SECONDS", cls.allowed_lateness_seconds
+            ),
+            trigger_interval_seconds=_positive_int(
+                env, "LAKEHOUSE_TRIGGER_INTERVAL_SECONDS", cls.trigger_interval_seconds
+            ),
+            max_files_per_trigger=_positive_int(env, "LAKEHOUSE_MAX_FILES_PER_TRIGGER", cls.max_files_per_trigger),
+            shuffle_partitions=_positive_int(env, "LAKEHOUSE_SHUFFLE_PARTITIONS", cls.shuffle_partitions),
+            driver_memory=_memory(env, "LAKEHOUSE_DRIVER_MEMORY", cls.driver_memory),
+            spark_ui=_boolean(env, "LAKEHOUSE_SPARK_UI", cls.spark_ui),
+            jars_dir=Path(env.get("LAKEHOUSE_JARS_DIR") or DEFAULT_JARS_DIR).expanduser().resolve(),
+        )
+        if (24 * 60) % settings.window_minutes:
+            raise SettingsError(
+                f"LAKEHOUSE_WINDOW_MINUTES must divide a day (1440 minutes) so windows align to UTC days, "
+                f"got {settings.window_minutes}"
+            )
+        return settings
+
+    def ensure_home(self) -> None:
+        """Create the home's folders, failing with one line when the home is not writable."""
+        try:
+            for folder in (self.landing_dir, self.tables_dir, self.checkpoints_dir, self.reports_dir):
+                folder.mkdir(parents=True, exist_ok=True)
+            probe = self.home / ".write-probe"
+            probe.write_text("ok")
+            probe.unlink()
+        except OSError as error:
+            reason = error.strerror or str(error)
+            raise SettingsError(f"LAKEHOUSE_HOME={self.home} is not usable: {reason}") from None
+
+
+def _positive_int(env: Mapping[str, str], name: str, default: int) -> int:
+    value = _int(env, name, default)
+    if value <= 0:
+        raise SettingsError(f"{name} must be a positive whole number, got {env.get(name)!r}")
+    return value
+
+
+def _non_negative_int(env: Mapping[str, str], name: str, default: int) -> int:
+    value = _int(env, name, default)
+    if value < 0:
+        raise SettingsError(f"{name} must be zero or a positive whole number, got {env.get(name)!r}")
+    return value
+
+
+def _int(env: Mapping[str, str], name: str, default: int) -> int:
+    raw = env.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    try:
+        return int(raw.strip())
+    except ValueError:
+        raise SettingsError(f"{name} must be a whole number, got {raw!r}") from None
+
+
+def _boolean(env: Mapping[str, str], name: str, default: bool) -> bool:
+    raw = env.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    lowered = raw.strip().lower()
+    if lowered in {"1", "true", "yes", "on"}:
+        return True
+    if lowered in {"0", "false", "no", "off"}:
+        return False
+    raise SettingsError(f"{name} must be true or false, got {raw!r}")
+
+
+def _memory(env: Mapping[str, str], name: str, default: str) -> str:
+    raw = (env.get(name) or default).strip().lower()
+    if not raw[:-1].isdigit() or raw[-1] not in "mg":
+        raise SettingsError(f"{name} must look like 512m or 4g, got {raw!r}")
+    return raw
