@@ -1,5 +1,12 @@
 """Sources: the landing folder of JSON Lines files, read as a stream of raw lines with their position."""
 
+import os
+import shutil
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import IO
+
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -51,3 +58,33 @@ def split_lines(files: DataFrame) -> DataFrame:
             F.lit(None).cast("long").alias("kafka_offset"),
         )
     )
+
+
+def place_in_landing(settings: Settings, name: str, write: Callable[[IO[str]], None]) -> Path:
+    """Write a file into the landing zone atomically: a hidden temp name first, then one rename.
+
+    The new name starts with a nanosecond arrival stamp, so names never collide (a re-sent file is a new
+    arrival) and sort in arrival order; Spark's file source ignores names starting with ``.``.
+    """
+    settings.landing_dir.mkdir(parents=True, exist_ok=True)
+    stem = Path(name).name
+    final = settings.landing_dir / f"{time.time_ns():020d}-{stem}"
+    temp = settings.landing_dir / f".{final.name}.partial"
+    with temp.open("w", encoding="utf-8", newline="\n") as handle:
+        write(handle)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(temp, final)
+    return final
+
+
+def ingest_file(settings: Settings, source: Path) -> Path:
+    """Copy a JSON Lines file into the landing zone atomically (readers never see half a file)."""
+    if not source.is_file():
+        raise FileNotFoundError(f"no such file: {source}")
+
+    def copy(handle: IO[str]) -> None:
+        with source.open("r", encoding="utf-8", errors="surrogateescape", newline="") as src:
+            shutil.copyfileobj(src, handle)
+
+    return place_in_landing(settings, source.name, copy)

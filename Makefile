@@ -1,0 +1,30 @@
+# The two commands a newcomer needs: `make demo` and `make test`. Everything else is fetched by scripts/setup.sh.
+SHELL := /bin/bash
+VENV := .venv
+BIN := $(VENV)/bin
+export PYSPARK_PYTHON := $(abspath $(BIN)/python)
+
+.PHONY: setup demo test lint ui bench clean-home
+
+setup:
+	@bash scripts/setup.sh
+
+demo: setup
+	@bash scripts/demo.sh
+
+test: setup
+	$(BIN)/ruff check .
+	$(BIN)/python -m pytest
+
+lint: setup
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+ui: setup
+	@bash scripts/ui.sh
+
+bench: setup
+	$(BIN)/python -m bench.run
+
+clean-home:
+	rm -rf .lakehouse

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Set-up: the venv with the pinned stack and the `lakehouse` command, and the JVM jars Spark needs,
+# fetched once into the git-ignored .cache/. Idempotent: a second run downloads and rebuilds nothing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$(pwd)
+PYTHON=${PYTHON:-python3.11}
+command -v "$PYTHON" >/dev/null 2>&1 || PYTHON=python3
+
+fail() { echo "setup: $*" >&2; exit 1; }
+
+# Java 17+ is the one thing the machine must bring.
+command -v java >/dev/null 2>&1 || fail "Java 17 or newer is required but 'java' is not on PATH"
+java_major=$(java -version 2>&1 | sed -nE 's/.*version "([0-9]+).*/\1/p' | head -n1)
+[ -n "$java_major" ] && [ "$java_major" -ge 17 ] || fail "Java 17 or newer is required, found: $(java -version 2>&1 | head -n1)"
+"$PYTHON" -c 'import sys; sys.exit(0 if sys.version_info[:2] == (3, 11) else 1)' \
+  || fail "Python 3.11 is required, found $("$PYTHON" --version 2>&1)"
+
+stamp_of() { cat pyproject.toml scripts/setup.sh | sha256sum | cut -d' ' -f1; }
+
+mkdir -p .cache
+if [ ! -x .venv/bin/python ]; then
+  "$PYTHON" -m venv .venv
+fi
+if [ "$(cat .venv/.installed 2>/dev/null)" != "$(stamp_of)" ]; then
+  # pyspark ships only as a source archive; keep the built wheel so later venvs install it in seconds.
+  export PIP_FIND_LINKS="$ROOT/.cache/wheels"
+  mkdir -p .cache/wheels
+  .venv/bin/pip install --quiet --disable-pip-version-check --upgrade pip wheel
+  if ! ls .cache/wheels/pyspark-*.whl >/dev/null 2>&1; then
+    spec=$(grep -oE '"pyspark\[sql\]==[^"]+"' pyproject.toml | tr -d '"' | sed 's/\[sql\]//')
+    .venv/bin/pip wheel --quiet --disable-pip-version-check --no-deps -w .cache/wheels "$spec"
+  fi
+  .venv/bin/pip install --quiet --disable-pip-version-check -e '.[dev]'
+  stamp_of > .venv/.installed
+fi
+
+# Delta's JVM jars (and their runtime dependencies that pyspark does not already ship), listed in jvm/pom.xml.
+jars_stamp=$(sha256sum jvm/pom.xml | cut -d' ' -f1)
+if [ "$(cat .cache/jars/.fetched 2>/dev/null)" != "$jars_stamp" ]; then
+  command -v mvn >/dev/null 2>&1 || fail "Maven ('mvn') is needed once to fetch the Delta jars"
+  rm -rf .cache/jars.partial && mkdir -p .cache/jars.partial
+  mvn -q -B -f jvm/pom.xml dependency:copy-dependencies -DoutputDirectory="$ROOT/.cache/jars.partial" \
+    || fail "could not fetch the Delta jars with Maven (see the output above)"
+  rm -rf .cache/jars && mv .cache/jars.partial .cache/jars
+  echo "$jars_stamp" > .cache/jars/.fetched
+fi
+echo "setup: ready (.venv, $(ls .cache/jars/*.jar | wc -l) jars in .cache/jars)"
