@@ -131,9 +131,7 @@ def generate(
 @_fails_in_one_line
 def run(
     once: Annotated[bool, typer.Option("--once", help="Process everything available now, then exit.")] = False,
-    continuous: Annotated[
-        bool, typer.Option("--continuous", help="Keep processing until SIGINT or SIGTERM.")
-    ] = False,
+    continuous: Annotated[bool, typer.Option("--continuous", help="Keep processing until SIGINT or SIGTERM.")] = False,
 ) -> None:
     """Run the streams landing → bronze → silver → gold, once (availableNow) or continuously."""
     if once == continuous:

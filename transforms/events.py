@@ -77,14 +77,12 @@ def parse_events(lines: DataFrame, raw: str = "raw") -> DataFrame:
 
     time_text = F.variant_get(event_time, "$", "string")
     time_millis = F.variant_get(event_time, "$", "bigint")
-    parsed_time = (
-        F.when(
-            (event_time_type == "STRING") & time_text.rlike(_ISO_DATE_TIME),
-            time_text.try_cast("timestamp"),
-        ).when(
-            event_time_type.isin(*_INTEGER_TYPES) & time_millis.between(_MIN_EPOCH_MS, _MAX_EPOCH_MS),
-            F.timestamp_millis(time_millis),
-        )
+    parsed_time = F.when(
+        (event_time_type == "STRING") & time_text.rlike(_ISO_DATE_TIME),
+        time_text.try_cast("timestamp"),
+    ).when(
+        event_time_type.isin(*_INTEGER_TYPES) & time_millis.between(_MIN_EPOCH_MS, _MAX_EPOCH_MS),
+        F.timestamp_millis(time_millis),
     )
 
     amount_is_double = amount_type == "DOUBLE"

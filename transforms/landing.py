@@ -45,7 +45,12 @@ def split_lines(files: DataFrame) -> DataFrame:
     """
     lines = F.split(F.col("value"), "\n")
     return (
-        files.select("source_file", "file_modified_at", F.posexplode(lines).alias("position", "raw"), F.size(lines).alias("parts"))
+        files.select(
+            "source_file",
+            "file_modified_at",
+            F.posexplode(lines).alias("position", "raw"),
+            F.size(lines).alias("parts"),
+        )
         .where(~((F.col("position") == F.col("parts") - 1) & (F.col("raw") == "")))
         .select(
             F.regexp_replace("raw", "\r$", "").alias("raw"),

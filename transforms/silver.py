@@ -64,9 +64,10 @@ def refine_events(bronze: DataFrame, batch_id: int, settings: Settings, writer_i
             .withColumn("conflicting", ~F.col("payload_hash").eqNullSafe(F.col("first_payload_hash")))
         )
 
-        figures = quarantined.agg(F.count("*")).first()[0], duplicates.agg(
-            F.count("*"), F.coalesce(F.sum(F.col("conflicting").cast("long")), F.lit(0))
-        ).first()
+        figures = (
+            quarantined.agg(F.count("*")).first()[0],
+            duplicates.agg(F.count("*"), F.coalesce(F.sum(F.col("conflicting").cast("long")), F.lit(0))).first(),
+        )
         n_quarantined, (n_duplicates, n_conflicting) = figures
 
         if n_quarantined:

@@ -219,5 +219,3 @@ def _all_locks(settings: Settings) -> Iterator[None]:
     finally:
         for lock in reversed(held):
             lock.__exit__(None, None, None)
-
-

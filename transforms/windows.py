@@ -27,7 +27,7 @@ from warehouse.settings import Settings
 
 @dataclass(frozen=True)
 class Watermark:
-    """Event-time progress of a windowing stream: the largest event time seen and max − delay."""
+    """Event-time progress of a windowing stream: the largest event time seen and max - delay."""
 
     max_event_time: datetime | None = None
     watermark: datetime | None = None
@@ -192,7 +192,9 @@ def _window_changes(
         "old_event_count",
         "old_revision",
         "old_is_final",
-        (F.coalesce("old_total_amount", F.lit(0).cast(MONEY)) + F.col("delta_amount")).cast(MONEY).alias("new_total_amount"),
+        (F.coalesce("old_total_amount", F.lit(0).cast(MONEY)) + F.col("delta_amount"))
+        .cast(MONEY)
+        .alias("new_total_amount"),
         (F.coalesce("old_event_count", F.lit(0)) + F.col("delta_count")).alias("new_event_count"),
         (F.coalesce("old_revision", F.lit(0)) + 1).cast("int").alias("revision"),
         (F.coalesce("old_is_final", F.lit(False)) | new_is_final).alias("new_is_final"),
