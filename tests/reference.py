@@ -1,0 +1,92 @@
+"""An independent reference of the contract's rules in plain Python (json + Decimal), no Spark.
+
+Used as the golden for end-to-end runs: it reads the landing files as a user would and computes, per
+(user, 5-minute window), the exact sum and count of the deduplicated valid events.
+"""
+
+import json
+import re
+from collections import defaultdict
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+from pathlib import Path
+
+ISO = re.compile(r"^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?([Zz]|[+-]\d{2}(:?\d{2})?)?$")
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def _reject_constant(name: str) -> None:
+    raise ValueError(name)
+
+
+def _no_repeated_keys(pairs: list) -> dict:
+    keys = [k for k, _ in pairs]
+    if len(keys) != len(set(keys)):
+        raise ValueError("repeated key")
+    return dict(pairs)
+
+
+def parse(line: str) -> dict | None:
+    """The event if the line is valid by the contract, else None."""
+    try:
+        doc = json.loads(
+            line, parse_float=Decimal, parse_constant=_reject_constant, object_pairs_hook=_no_repeated_keys
+        )
+    except ValueError:
+        return None
+    if not isinstance(doc, dict):
+        return None
+    for key in ("event_id", "user_id"):
+        if not isinstance(doc.get(key), str) or not doc[key].strip():
+            return None
+    when = doc.get("event_time")
+    if isinstance(when, str) and ISO.match(when):
+        text = when.replace("t", "T").replace("z", "Z")
+        moment = datetime.fromisoformat(text)
+        moment = moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+    elif isinstance(when, int) and not isinstance(when, bool):
+        moment = EPOCH + timedelta(milliseconds=when)
+    else:
+        return None
+    amount = doc.get("amount")
+    if isinstance(amount, bool) or not isinstance(amount, int | Decimal):
+        return None
+    amount = Decimal(amount)
+    if not amount.is_finite() or amount != amount.quantize(Decimal("0.01")) or abs(amount) >= Decimal(10) ** 16:
+        return None
+    if doc.get("event_type") is not None and not isinstance(doc["event_type"], str):
+        return None
+    return {"event_id": doc["event_id"], "user_id": doc["user_id"], "event_time": moment, "amount": amount}
+
+
+def landing_lines(landing: Path) -> list[str]:
+    """Every line of every landing file, in arrival order (landing names start with an arrival stamp)."""
+    lines: list[str] = []
+    for path in sorted(p for p in landing.iterdir() if p.is_file() and not p.name.startswith((".", "_"))):
+        text = path.read_text(encoding="utf-8")
+        parts = text.split("\n")
+        if parts and parts[-1] == "":
+            parts.pop()
+        lines.extend(part.removesuffix("\r") for part in parts)
+    return lines
+
+
+def window_totals(lines: list[str], window_minutes: int = 5) -> dict[tuple[str, datetime], tuple[Decimal, int]]:
+    """(user, window_start) → (exact sum, count) over first arrivals of valid events."""
+    seen: set[str] = set()
+    totals: dict[tuple[str, datetime], list] = defaultdict(lambda: [Decimal("0.00"), 0])
+    width = window_minutes * 60
+    for line in lines:
+        event = parse(line)
+        if event is None or event["event_id"] in seen:
+            continue
+        seen.add(event["event_id"])
+        seconds = (event["event_time"] - EPOCH) // timedelta(microseconds=1) / 1_000_000
+        start = EPOCH + timedelta(seconds=(seconds // width) * width)
+        totals[(event["user_id"], start)][0] += event["amount"]
+        totals[(event["user_id"], start)][1] += 1
+    return {key: (value[0], value[1]) for key, value in totals.items()}
+
+
+def distinct_valid_events(lines: list[str]) -> int:
+    return len({event["event_id"] for event in map(parse, lines) if event is not None})
