@@ -44,7 +44,7 @@ def test_definitions_load_with_layer_keys_and_groups() -> None:
         assert node.group_name == key.path[0]
         assert node.description
         assert "dagster/column_schema" in node.metadata
-    assert repository.get_job("lakehouse_once")
+    assert definitions.defs.resolve_job_def("lakehouse_once")
 
 
 @pytest.mark.slow
@@ -73,7 +73,7 @@ def test_materialize_every_asset_with_real_resources(spark, settings) -> None:
         ),
     )
     with dg.DagsterInstance.ephemeral() as instance:
-        result = defs.get_job_def("lakehouse_once").execute_in_process(instance=instance)
+        result = defs.resolve_job_def("lakehouse_once").execute_in_process(instance=instance)
     assert result.success
 
     materialized = {
