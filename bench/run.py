@@ -1,0 +1,172 @@
+"""``make bench``: time ``lakehouse run --once`` against a bare Structured Streaming job on the same files.
+
+Both are timed as whole processes (wall clock, Spark start-up included), on the same landing files and
+the same files per micro-batch. The report gives lines processed, seconds and lines per second of each,
+and the throughput ratio ours/bare (target ≥ 0.5x); the figures also go to ``.lakehouse/bench-results.json``.
+
+    .venv/bin/python -m bench.run                  # 1,000,000 events
+    .venv/bin/python -m bench.run --events 20000   # a smoke run
+"""
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from deltalake import DeltaTable
+
+from warehouse.catalog import user_spend_table
+from warehouse.settings import REPO_ROOT, Settings
+
+SEED = 42
+TARGET_RATIO = 0.5
+RESULTS_PATH = REPO_ROOT / ".lakehouse" / "bench-results.json"
+
+
+@dataclass(frozen=True)
+class Timing:
+    """One timed process: wall-clock seconds, throughput, and what its output table holds."""
+
+    seconds: float
+    lines_per_second: float
+    table_rows: int
+    table_event_count: int
+
+
+def _lakehouse_command() -> str:
+    """The project's CLI next to this interpreter (the venv), else whatever is on PATH."""
+    beside = Path(sys.executable).parent / "lakehouse"
+    found = str(beside) if beside.exists() else shutil.which("lakehouse")
+    if found is None:
+        raise SystemExit("bench: the `lakehouse` command is missing; run `make setup` first")
+    return found
+
+
+def _run(command: list[str], env: dict[str, str], log: Path) -> tuple[float, str]:
+    """Run ``command`` to completion; return its wall-clock seconds and stdout. Exit on failure."""
+    started = time.perf_counter()
+    done = subprocess.run(command, env=env, cwd=REPO_ROOT, capture_output=True, text=True, check=False)
+    seconds = time.perf_counter() - started
+    log.write_text(f"$ {' '.join(command)}\n--- stdout\n{done.stdout}\n--- stderr\n{done.stderr}")
+    if done.returncode != 0:
+        tail = "\n".join((done.stderr or done.stdout).strip().splitlines()[-20:])
+        raise SystemExit(f"bench: `{' '.join(command)}` failed with exit code {done.returncode}:\n{tail}")
+    return seconds, done.stdout
+
+
+def landing_files(landing: Path) -> list[Path]:
+    """The files Spark's file source reads: everything not hidden (``.``) or partial (``_``)."""
+    return sorted(p for p in landing.iterdir() if p.is_file() and not p.name.startswith((".", "_")))
+
+
+def count_lines(files: list[Path]) -> int:
+    """Lines across ``files`` (every line the generator writes ends with a line break)."""
+    total = 0
+    for path in files:
+        with path.open("rb") as handle:
+            while chunk := handle.read(1 << 20):
+                total += chunk.count(b"\n")
+    return total
+
+
+def table_figures(path: Path) -> tuple[int, int]:
+    """Row count and sum of ``event_count`` of a Delta table, read with delta-rs (no Spark)."""
+    arrow = DeltaTable(str(path)).to_pyarrow_table(columns=["event_count"])
+    counts = arrow.column("event_count").to_pylist()
+    return arrow.num_rows, sum(c or 0 for c in counts)
+
+
+def _environment(home: Path, files_per_trigger: int) -> dict[str, str]:
+    env = dict(os.environ)
+    env["LAKEHOUSE_HOME"] = str(home)
+    env["LAKEHOUSE_MAX_FILES_PER_TRIGGER"] = str(files_per_trigger)
+    env.setdefault("PYSPARK_PYTHON", sys.executable)
+    return env
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description="Time `lakehouse run --once` against a bare Spark job.")
+    parser.add_argument("--events", type=int, default=1_000_000, help="valid events to generate (seed 42)")
+    parser.add_argument("--files", type=int, default=20, help="landing files to spread the lines over")
+    parser.add_argument("--files-per-trigger", type=int, default=5, help="landing files per micro-batch (both)")
+    parser.add_argument("--keep", action="store_true", help="keep the benchmark's scratch homes afterwards")
+    args = parser.parse_args()
+
+    stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
+    root = REPO_ROOT / ".lakehouse" / f"bench-{stamp}"
+    ours_home, bare_home = root / "lakehouse", root / "bare"
+    root.mkdir(parents=True)
+    ours_env = _environment(ours_home, args.files_per_trigger)
+    bare_env = _environment(bare_home, args.files_per_trigger)
+    lakehouse = _lakehouse_command()
+    finished = False
+    try:
+        print(f"bench home {root}")
+        generate = [lakehouse, "generate", "--events", str(args.events), "--seed", str(SEED)]
+        generate += ["--files", str(args.files)]
+        seconds, output = _run(generate, ours_env, root / "generate.log")
+        written = re.search(r"wrote (\d+) lines", output)
+        landing = Settings.from_env(ours_env).landing_dir
+        files = landing_files(landing)
+        lines = count_lines(files)
+        print(f"generated {args.events:,} events → {lines:,} lines in {len(files)} files ({seconds:.1f}s)")
+        if written and int(written.group(1)) != lines:
+            print(f"warning: the CLI reported {written.group(1)} lines but the landing files hold {lines}")
+
+        print(f"timing `lakehouse run --once` ({args.files_per_trigger} files per trigger) ...", flush=True)
+        ours_seconds, _ = _run([lakehouse, "run", "--once"], ours_env, root / "ours.log")
+        gold = user_spend_table(Settings.from_env(ours_env)).path(Settings.from_env(ours_env))
+        ours = Timing(ours_seconds, lines / ours_seconds, *table_figures(gold))
+
+        print("timing bench.bare_spark ...", flush=True)
+        bare_table = bare_home / "bare_user_spend"
+        bare_command = [sys.executable, "-m", "bench.bare_spark", "--landing", str(landing)]
+        bare_command += ["--out", str(bare_table), "--files-per-trigger", str(args.files_per_trigger)]
+        bare_seconds, _ = _run(bare_command, bare_env, root / "bare.log")
+        bare = Timing(bare_seconds, lines / bare_seconds, *table_figures(bare_table))
+        finished = True
+    finally:
+        if not finished:
+            print(f"bench: kept {root} for its logs", file=sys.stderr)
+        elif not args.keep:
+            shutil.rmtree(root, ignore_errors=True)
+
+    ratio = ours.lines_per_second / bare.lines_per_second
+    verdict = "meets" if ratio >= TARGET_RATIO else "BELOW"
+    print()
+    print(f"lines processed        {lines:>12,}  ({args.events:,} events, {args.files} files, seed {SEED})")
+    print(f"lakehouse run --once   {ours.seconds:>10.1f} s  {ours.lines_per_second:>12,.0f} lines/s")
+    print(f"bare Spark streaming   {bare.seconds:>10.1f} s  {bare.lines_per_second:>12,.0f} lines/s")
+    print(f"ratio ours/bare        {ratio:>10.2f} x  ({verdict} the {TARGET_RATIO}x target)")
+    print(
+        f"sanity: gold rows {ours.table_rows:,} (events {ours.table_event_count:,}); "
+        f"bare rows {bare.table_rows:,} (events {bare.table_event_count:,})"
+    )
+    results = {
+        "timestamp": stamp,
+        "events": args.events,
+        "seed": SEED,
+        "files": args.files,
+        "files_per_trigger": args.files_per_trigger,
+        "lines": lines,
+        "cpus": os.cpu_count(),
+        "ours": asdict(ours),
+        "bare": asdict(bare),
+        "ratio_ours_over_bare": ratio,
+        "target_ratio": TARGET_RATIO,
+        "meets_target": ratio >= TARGET_RATIO,
+    }
+    RESULTS_PATH.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS_PATH.write_text(json.dumps(results, indent=2) + "\n")
+    print(f"results written to {RESULTS_PATH.relative_to(REPO_ROOT)}")
+
+
+if __name__ == "__main__":
+    main()
