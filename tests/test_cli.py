@@ -129,12 +129,12 @@ def test_sigkill_mid_stream_then_restart_ends_exact(tmp_path: Path) -> None:
         stderr=subprocess.DEVNULL,
     )
     try:
-        deadline = time.monotonic() + 300
-        # Wait until gold has taken a few batches, so the kill lands with work committed and work in flight.
-        while _gold_version(home) < 3 and time.monotonic() < deadline and stream.poll() is None:
+        deadline = time.monotonic() + 600
+        # Wait until gold has committed a batch, so the kill lands with work committed and work in flight.
+        while _gold_version(home) < 1 and time.monotonic() < deadline and stream.poll() is None:
             time.sleep(0.5)
         assert stream.poll() is None, "the continuous run ended on its own"
-        assert _gold_version(home) >= 3, "gold never advanced"
+        assert _gold_version(home) >= 1, "gold never advanced"
     finally:
         stream.send_signal(signal.SIGKILL)
         stream.wait(timeout=60)
