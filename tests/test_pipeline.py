@@ -1,18 +1,15 @@
 """Streaming integration: the real streams over real Delta tables, checked against independent goldens."""
 
 from collections import defaultdict
-from datetime import UTC, datetime
+from datetime import UTC
 from decimal import Decimal
 
 import duckdb
 from deltalake import DeltaTable
-from pyspark.sql import functions as F
 
 from transforms.landing import place_in_landing
-from transforms.silver import refine_events
-from transforms.streams import prepare, run_once
+from transforms.streams import run_once
 from transforms.synthetic import StreamSpec, generate_lines
-from transforms.windows import update_windows
 from warehouse.catalog import (
     BRONZE_EVENTS,
     SILVER_DUPLICATES,
@@ -146,48 +143,3 @@ def test_generated_stream_equals_duckdb_and_reruns_change_nothing(spark, setting
         arrow = DeltaTable(str(table.path(settings))).to_pyarrow_table()
         assert arrow.num_rows == count(spark, settings, table), table.name
         assert set(table.column_names) <= set(arrow.column_names), table.name
-
-
-def test_a_batch_rerun_after_a_crash_writes_nothing_twice(spark, settings) -> None:
-    prepare(spark, settings)
-    raw = [
-        '{"event_id": "x1", "user_id": "A", "event_time": "2024-01-01T10:00:00Z", "amount": 1.25}',
-        '{"event_id": "x1", "user_id": "A", "event_time": "2024-01-01T10:00:00Z", "amount": 9}',
-        '{"event_id": "x2", "user_id": "A", "event_time": "2024-01-01T10:01:00Z", "amount": 2}',
-        "{broken",
-    ]
-    bronze = spark.createDataFrame(
-        [(line, "file", "f.jsonl", n + 1) for n, line in enumerate(raw)],
-        "raw string, source string, source_file string, source_line long",
-    ).withColumns(
-        {
-            "file_modified_at": F.current_timestamp(),
-            "kafka_topic": F.lit(None).cast("string"),
-            "kafka_partition": F.lit(None).cast("int"),
-            "kafka_offset": F.lit(None).cast("long"),
-            "ingest_time": F.current_timestamp(),
-            "ingest_batch": F.lit(0).cast("long"),
-        }
-    )
-    first = refine_events(bronze, 0, settings, "writer-under-test")
-    assert (first["rows_written"], first["duplicates"], first["quarantined"]) == (2, 1, 1)
-    tables = (SILVER_EVENTS, SILVER_DUPLICATES, SILVER_QUARANTINE)
-    counts = [count(spark, settings, t) for t in tables]
-    again = refine_events(bronze, 0, settings, "writer-under-test")
-    # The re-run classifies exactly as the first attempt did, and Delta skips its writes.
-    assert again == first
-    assert [count(spark, settings, t) for t in tables] == counts == [2, 1, 1]
-
-    silver = read_table(spark, settings, SILVER_EVENTS)
-    gold_table = user_spend_table(settings)
-    update_windows(silver, 0, settings, "gold-under-test", "gold_test")
-    before = sorted(read_table(spark, settings, gold_table).collect())
-    update_windows(silver, 0, settings, "gold-under-test", "gold_test")
-    after = sorted(read_table(spark, settings, gold_table).collect())
-    assert before == after
-    assert [(r.total_amount, r.event_count, r.revision) for r in after] == [(Decimal("3.25"), 2, 1)]
-    # The next batch is a new transaction and does count.
-    update_windows(silver.where("event_id = 'x2'"), 1, settings, "gold-under-test", "gold_test")
-    latest = read_table(spark, settings, gold_table).collect()
-    assert [(r.total_amount, r.event_count, r.revision) for r in latest] == [(Decimal("5.25"), 3, 2)]
-    assert datetime.now(UTC) > latest[0].updated_at.replace(tzinfo=UTC)

@@ -118,9 +118,10 @@ def update_windows(
         changes = _window_changes(spark, settings, gold, on_time, before, after, now, batch_id)
         changes.persist()
         n_changed, n_revised = changes.agg(F.count("*"), F.count(F.col("old_revision"))).first()
-        if n_revised:
-            append_once(_corrections(changes, gold), settings, GOLD_CORRECTIONS, writer_id, batch_id)
         if n_changed:
+            # Appended even when empty: the commit records this batch's transaction id, so a re-run after the
+            # MERGE committed (which reads the batch's own rows as old values) cannot log corrections again.
+            append_once(_corrections(changes, gold), settings, GOLD_CORRECTIONS, writer_id, batch_id)
             merge_once(spark, writer_id, batch_id, lambda: _merge_into_gold(spark, settings, gold, changes))
         changes.unpersist()
 

@@ -1,0 +1,181 @@
+"""Batch re-runs: a micro-batch replayed after a crash (at any write) changes no row of any table."""
+
+from collections.abc import Callable
+from datetime import UTC, datetime
+from decimal import Decimal
+from pathlib import Path
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from transforms.landing import place_in_landing
+from transforms.silver import refine_events
+from transforms.streams import prepare
+from transforms.windows import update_windows
+from warehouse.catalog import (
+    BRONZE_EVENTS,
+    GOLD_CORRECTIONS,
+    OPS_WATERMARKS,
+    SILVER_DUPLICATES,
+    SILVER_EVENTS,
+    SILVER_LATE_EVENTS,
+    SILVER_QUARANTINE,
+    Table,
+    all_tables,
+    user_spend_table,
+)
+from warehouse.settings import Settings
+
+Key = tuple[str, int]  # (user_id, window start in epoch seconds)
+
+
+def land(settings: Settings, name: str, lines: list[str]) -> Path:
+    return place_in_landing(settings, name, lambda handle: handle.write("".join(line + "\n" for line in lines)))
+
+
+def read(spark: SparkSession, settings: Settings, table: Table) -> DataFrame:
+    return spark.read.format("delta").load(str(table.path(settings)))
+
+
+def rows_of(spark: SparkSession, settings: Settings, table: Table) -> int:
+    return read(spark, settings, table).count()
+
+
+def gold_totals(spark: SparkSession, settings: Settings) -> dict[Key, tuple[Decimal, int]]:
+    gold = read(spark, settings, user_spend_table(settings))
+    rows = gold.select(
+        "user_id",
+        F.unix_seconds("window_start").alias("start"),
+        F.unix_seconds("window_end").alias("end"),
+        "total_amount",
+        "event_count",
+    ).collect()
+    width = settings.window_minutes * 60
+    assert all(r.end - r.start == width and r.start % width == 0 for r in rows)
+    totals = {(r.user_id, r.start): (r.total_amount, r.event_count) for r in rows}
+    assert len(totals) == len(rows), "one gold row per (user_id, window_start)"
+    return totals
+
+
+def late_totals(spark: SparkSession, settings: Settings) -> dict[Key, tuple[Decimal, int]]:
+    late = (
+        read(spark, settings, SILVER_LATE_EVENTS)
+        .groupBy("user_id", F.unix_seconds("window_start").alias("start"))
+        .agg(F.sum("amount").cast("decimal(18,2)").alias("total"), F.count("*").alias("n"))
+    )
+    return {(r.user_id, r.start): (r.total, r.n) for r in late.collect()}
+
+
+def at(hour: int, minute: int) -> int:
+    return int(datetime(2024, 1, 1, hour, minute, tzinfo=UTC).timestamp())
+
+
+def event(event_id: str, user: str, hh_mm: str, amount: str) -> str:
+    return (
+        f'{{"event_id": "{event_id}", "user_id": "{user}", "event_time": "2024-01-01T{hh_mm}:00Z", "amount": {amount}}}'
+    )
+
+
+# e. A micro-batch re-run after a crash writes nothing twice.
+
+WRITER = "lakehouse:test:crash"
+QUERY = "gold_crash_test"
+
+
+def bronze_batch(spark: SparkSession, batch_id: int, lines: list[str]) -> DataFrame:
+    arrived = datetime(2024, 1, 2, 0, batch_id, tzinfo=UTC)
+    source = f"/landing/batch-{batch_id}.jsonl"
+    rows = [
+        (raw, "file", source, n, arrived, None, None, None, arrived, batch_id, arrived.date())
+        for n, raw in enumerate(lines, start=1)
+    ]
+    return spark.createDataFrame(rows, BRONZE_EVENTS.schema)
+
+
+def snapshot(spark: SparkSession, settings: Settings) -> dict[str, list[str]]:
+    """Every row of every table, as text, in a stable order."""
+    return {
+        table.name: sorted(repr(tuple(row)) for row in read(spark, settings, table).collect())
+        for table in all_tables(settings)
+    }
+
+
+def silver_batch(spark: SparkSession, settings: Settings, batch_id: int) -> DataFrame:
+    rows = read(spark, settings, SILVER_EVENTS).where(F.col("silver_batch") == batch_id).collect()
+    return spark.createDataFrame(rows, SILVER_EVENTS.schema)
+
+
+def run_twice(spark: SparkSession, settings: Settings, step: Callable[[], dict[str, float]]) -> dict[str, float]:
+    """Run ``step`` once, then again as a crashed batch's re-run: the re-run must change no row."""
+    first = step()
+    written = snapshot(spark, settings)
+    step()
+    assert snapshot(spark, settings) == written
+    return first
+
+
+def test_batch_rerun_after_crash_writes_nothing_twice(spark: SparkSession, settings: Settings) -> None:
+    prepare(spark, settings)
+    batch0 = bronze_batch(
+        spark,
+        0,
+        [
+            event("a1", "A", "10:00", "5"),
+            event("b1", "B", "10:02", "3"),
+            event("a2", "A", "10:04", "2"),
+            event("a2", "A", "10:04", "2"),
+            "not json",
+            event("b2", "B", "10:16", "1.50"),
+            event("a3", "A", "10:20", "4"),
+        ],
+    )
+    batch1 = bronze_batch(
+        spark,
+        1,
+        [
+            event("a1", "A", "10:00", "5"),  # redelivery from history
+            event("b1", "B", "10:02", "4"),  # conflicting redelivery
+            event("a4", "A", "10:01", "10"),  # late: [10:00, 10:05) closed at 10:06 <= watermark 10:18
+            event("b3", "B", "10:19", "2.25"),  # on time, revises [10:15, 10:20)
+            "[1]",
+            event("a5", "A", "10:30", "1"),  # watermark to 10:28: closes [10:15, 10:20) and [10:20, 10:25)
+        ],
+    )
+
+    figures = run_twice(spark, settings, lambda: refine_events(batch0, 0, settings, WRITER))
+    assert (figures["rows_written"], figures["duplicates"], figures["quarantined"]) == (5, 1, 1)
+    events0 = silver_batch(spark, settings, 0)
+    run_twice(spark, settings, lambda: update_windows(events0, 0, settings, WRITER, QUERY))
+
+    figures = run_twice(spark, settings, lambda: refine_events(batch1, 1, settings, WRITER))
+    assert (figures["rows_written"], figures["duplicates"], figures["conflicting"]) == (3, 2, 1)
+    events1 = silver_batch(spark, settings, 1)
+    run_twice(spark, settings, lambda: update_windows(events1, 1, settings, WRITER, QUERY))
+
+    counts = {t.name: rows_of(spark, settings, t) for t in all_tables(settings)}
+    assert counts == {
+        BRONZE_EVENTS.name: 0,  # the batches were handed to the writers directly
+        SILVER_EVENTS.name: 8,
+        SILVER_QUARANTINE.name: 2,
+        SILVER_DUPLICATES.name: 3,
+        SILVER_LATE_EVENTS.name: 1,
+        user_spend_table(settings).name: 5,
+        GOLD_CORRECTIONS.name: 2,
+        OPS_WATERMARKS.name: 2,
+    }
+    gold = read(spark, settings, user_spend_table(settings))
+    state = {
+        (r.user_id, r.start): (r.total_amount, r.event_count, r.revision, r.is_final)
+        for r in gold.select("*", F.unix_seconds("window_start").alias("start")).collect()
+    }
+    assert state == {
+        ("A", at(10, 0)): (Decimal("7.00"), 2, 1, True),
+        ("B", at(10, 0)): (Decimal("3.00"), 1, 1, True),
+        ("B", at(10, 15)): (Decimal("3.75"), 2, 2, True),
+        ("A", at(10, 20)): (Decimal("4.00"), 1, 2, True),
+        ("A", at(10, 30)): (Decimal("1.00"), 1, 1, False),
+    }
+    late = read(spark, settings, SILVER_LATE_EVENTS).first()
+    assert (late.event_id, late.amount, late.lateness_seconds) == ("a4", Decimal("10.00"), 17 * 60.0)
+    causes = {(r.user_id, r.cause, r.revision) for r in read(spark, settings, GOLD_CORRECTIONS).select("*").collect()}
+    assert causes == {("B", "stream_update", 2), ("A", "window_closed", 2)}
