@@ -37,12 +37,14 @@ def parse(line: str) -> dict | None:
     if not isinstance(doc, dict):
         return None
     for key in ("event_id", "user_id"):
-        if not isinstance(doc.get(key), str) or not doc[key].strip():
+        if not isinstance(doc.get(key), str) or doc[key].strip() == "":
             return None
     when = doc.get("event_time")
     if isinstance(when, str) and ISO.match(when):
-        text = when.replace("t", "T").replace("z", "Z")
-        moment = datetime.fromisoformat(text)
+        try:
+            moment = datetime.fromisoformat(when.upper())
+        except ValueError:
+            return None
         moment = moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
     elif isinstance(when, int) and not isinstance(when, bool):
         moment = EPOCH + timedelta(milliseconds=when)
@@ -52,7 +54,7 @@ def parse(line: str) -> dict | None:
     if isinstance(amount, bool) or not isinstance(amount, int | Decimal):
         return None
     amount = Decimal(amount)
-    if not amount.is_finite() or amount != amount.quantize(Decimal("0.01")) or abs(amount) >= Decimal(10) ** 16:
+    if not amount.is_finite() or abs(amount) >= Decimal(10) ** 16 or amount != round(amount, 2):
         return None
     if doc.get("event_type") is not None and not isinstance(doc["event_type"], str):
         return None

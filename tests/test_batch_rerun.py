@@ -3,12 +3,10 @@
 from collections.abc import Callable
 from datetime import UTC, datetime
 from decimal import Decimal
-from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from transforms.landing import place_in_landing
 from transforms.silver import refine_events
 from transforms.streams import prepare
 from transforms.windows import update_windows
@@ -29,41 +27,12 @@ from warehouse.settings import Settings
 Key = tuple[str, int]  # (user_id, window start in epoch seconds)
 
 
-def land(settings: Settings, name: str, lines: list[str]) -> Path:
-    return place_in_landing(settings, name, lambda handle: handle.write("".join(line + "\n" for line in lines)))
-
-
 def read(spark: SparkSession, settings: Settings, table: Table) -> DataFrame:
     return spark.read.format("delta").load(str(table.path(settings)))
 
 
 def rows_of(spark: SparkSession, settings: Settings, table: Table) -> int:
     return read(spark, settings, table).count()
-
-
-def gold_totals(spark: SparkSession, settings: Settings) -> dict[Key, tuple[Decimal, int]]:
-    gold = read(spark, settings, user_spend_table(settings))
-    rows = gold.select(
-        "user_id",
-        F.unix_seconds("window_start").alias("start"),
-        F.unix_seconds("window_end").alias("end"),
-        "total_amount",
-        "event_count",
-    ).collect()
-    width = settings.window_minutes * 60
-    assert all(r.end - r.start == width and r.start % width == 0 for r in rows)
-    totals = {(r.user_id, r.start): (r.total_amount, r.event_count) for r in rows}
-    assert len(totals) == len(rows), "one gold row per (user_id, window_start)"
-    return totals
-
-
-def late_totals(spark: SparkSession, settings: Settings) -> dict[Key, tuple[Decimal, int]]:
-    late = (
-        read(spark, settings, SILVER_LATE_EVENTS)
-        .groupBy("user_id", F.unix_seconds("window_start").alias("start"))
-        .agg(F.sum("amount").cast("decimal(18,2)").alias("total"), F.count("*").alias("n"))
-    )
-    return {(r.user_id, r.start): (r.total, r.n) for r in late.collect()}
 
 
 def at(hour: int, minute: int) -> int:

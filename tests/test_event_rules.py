@@ -28,6 +28,7 @@ BROKEN = {
     "event_time_invalid": '{"event_id": "e1", "user_id": "u1", "event_time": "yesterday", "amount": 1}',
     "amount_missing": '{"event_id": "e1", "user_id": "u1", "event_time": 0}',
     "amount_not_number": '{"event_id": "e1", "user_id": "u1", "event_time": 0, "amount": "12.50"}',
+    "amount_not_exact": '{"x": {"amount": 1}, "event_id": "e1", "user_id": "u1", "event_time": 0, "amount": 1e0}',
     "amount_out_of_range": '{"event_id": "e1", "user_id": "u1", "event_time": 0, "amount": 12345678901234567}',
     "amount_too_precise": '{"event_id": "e1", "user_id": "u1", "event_time": 0, "amount": 1.005}',
     "event_type_not_string": '{"event_id": "e1", "user_id": "u1", "event_time": 0, "amount": 1, "event_type": 3}',
@@ -48,6 +49,14 @@ MORE_BROKEN = [
     ('{"event_id": "e1", "user_id": "u1", "event_time": true, "amount": 1}', "event_time_wrong_type"),
     ('{"event_id": "e1", "user_id": "u1", "event_time": "1704103200000", "amount": 1}', "event_time_invalid"),
     ('{"event_id": "e1", "user_id": "u1", "event_time": 999999999999999999, "amount": 1}', "event_time_invalid"),
+    ('{"event_id": "e1", "user_id": "u1", "event_time": "2024-01-01T24:00:00Z", "amount": 1}', "event_time_invalid"),
+    ("\t \t", "empty_line"),
+    ('{"event_id": "\\t", "user_id": "u1", "event_time": 0, "amount": 1}', "event_id_empty"),
+    ('{"event_id": "e1", "user_id": "u1", "event_time": 0, "amount": 1.150000000000000000001e0}', "amount_too_precise"),
+    ('{"event_id": "e1", "user_id": "u1", "event_time": 0, "amount": 1.' + "0" * 39 + "1}", "amount_too_precise"),
+    ('{"event_id": "e1", "user_id": "u1", "event_time": 0, "amount": 0.1e-400}', "amount_too_precise"),
+    ('{"event_id": "e1", "user_id": "u1", "event_time": 0, "amount": 1e16}', "amount_out_of_range"),
+    ('{"event_id": "e1", "user_id": "u1", "event_time": 0, "amount": 1' + "0" * 41 + "}", "amount_out_of_range"),
 ]
 
 UTC_10 = datetime(2024, 1, 1, 10, 0, tzinfo=UTC)

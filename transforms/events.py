@@ -28,6 +28,7 @@ REASONS: dict[str, str] = {
     "event_time_invalid": "event_time is not an ISO-8601 date-time or epoch milliseconds in years 1-9999",
     "amount_missing": "amount is absent or null",
     "amount_not_number": "amount is not a JSON number (a string, boolean, object or array)",
+    "amount_not_exact": "amount is in exponent notation or has over 38 digits, and its text is ambiguous in the line",
     "amount_out_of_range": "amount has more than 16 integer digits, so it does not fit decimal(18,2)",
     "amount_too_precise": "amount has more than 2 fractional digits, so it is not exact in decimal(18,2)",
     "event_type_not_string": "event_type is present but not a JSON string",
@@ -37,7 +38,8 @@ REASONS: dict[str, str] = {
 # zone (Z or +hh[:mm]); a missing zone means UTC because the session time zone is UTC.
 _ISO_DATE_TIME = r"^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?([Zz]|[+-]\d{2}(:?\d{2})?)?$"
 _BARE_NON_FINITE = r'"amount"\s*:\s*[-+]?(NaN|Infinity)'
-_EXACT_MONEY_TEXT = r"^-?\d{1,16}(\.\d{1,2})?$"
+_AMOUNT_IN_LINE = r'"amount"\s*:\s*(-?[0-9][0-9.eE+-]*)'
+_NUMBER_PARTS = r"^(-?)([0-9]+)(?:\.([0-9]+))?(?:[eE]([+-]?[0-9]+))?$"
 _INTEGER_TYPES = ("TINYINT", "SMALLINT", "INT", "BIGINT")
 _MIN_EPOCH_MS = -62_135_596_800_000  # 0001-01-01T00:00:00Z
 _MAX_EPOCH_MS = 253_402_300_799_999  # 9999-12-31T23:59:59.999Z
@@ -52,7 +54,36 @@ def _field(document: Column, name: str) -> tuple[Column, Column, Column]:
 
 
 def _is_blank(text: Column) -> Column:
-    return F.trim(text) == F.lit("")
+    return text.rlike(r"^\s*$")
+
+
+def _iso_text(text: Column) -> Column:
+    """ISO-8601 text in the one shape Spark's cast reads: upper-case T and Z, seconds always present."""
+    upper = F.upper(text)
+    return F.regexp_replace(upper, r"^(\d{4}-\d{2}-\d{2})[T ](\d{2}:\d{2})(?=$|[Z+-])", "$1T$2:00")
+
+
+def _money(number_text: Column) -> tuple[Column, Column, Column]:
+    """(fits 16 integer digits, at most 2 significant fractional digits, exact decimal(18,2) value).
+
+    Works on the number's own decimal text (mantissa and exponent), so no digit is ever rounded away.
+    """
+    sign = F.regexp_extract(number_text, _NUMBER_PARTS, 1)
+    whole = F.regexp_extract(number_text, _NUMBER_PARTS, 2)
+    fraction = F.regexp_extract(number_text, _NUMBER_PARTS, 3)
+    exponent = F.coalesce(F.regexp_extract(number_text, _NUMBER_PARTS, 4).try_cast("int"), F.lit(0))
+    digits = F.regexp_replace(F.concat(whole, fraction), "^0+", "")
+    significant = F.regexp_replace(digits, "0+$", "")
+    # value = significant * 10^-scale
+    scale = F.length(fraction) - exponent - (F.length(digits) - F.length(significant))
+    is_zero = significant == ""
+    precise_enough = is_zero | (scale <= 2)
+    fits = is_zero | (F.length(significant) - scale <= 16)
+    value = F.when(is_zero, F.lit(0).cast(MONEY)).otherwise(
+        F.concat(sign, significant, F.lit("e"), (-scale).cast("string")).try_cast(MONEY)
+    )
+    well_formed = number_text.rlike(_NUMBER_PARTS)
+    return well_formed & fits, well_formed & precise_enough, value
 
 
 def parse_events(lines: DataFrame, raw: str = "raw") -> DataFrame:
@@ -79,7 +110,7 @@ def parse_events(lines: DataFrame, raw: str = "raw") -> DataFrame:
     time_millis = F.variant_get(event_time, "$", "bigint")
     parsed_time = F.when(
         (event_time_type == "STRING") & time_text.rlike(_ISO_DATE_TIME),
-        time_text.try_cast("timestamp"),
+        _iso_text(time_text).try_cast("timestamp"),
     ).when(
         event_time_type.isin(*_INTEGER_TYPES) & time_millis.between(_MIN_EPOCH_MS, _MAX_EPOCH_MS),
         F.timestamp_millis(time_millis),
@@ -87,14 +118,15 @@ def parse_events(lines: DataFrame, raw: str = "raw") -> DataFrame:
 
     amount_is_double = amount_type == "DOUBLE"
     amount_double = F.variant_get(amount, "$", "double")
-    # Integers and plain decimals keep their exact digits in the variant; only exponent notation becomes a
-    # DOUBLE there, so for those the number is re-read from the line's own text as a decimal.
+    # Integers and plain decimals keep their exact digits in the variant. Exponent notation (or more than 38
+    # digits) becomes a DOUBLE there, so its digits are taken from the line's own text instead, when the line
+    # names "amount" exactly once (else a nested "amount" could be mistaken for it).
+    amount_mentions = F.size(F.split(text, r'"amount"\s*:')) - 1
     amount_text = F.when(
         amount_is_double,
-        F.from_json(text, "amount decimal(38,18)").getField("amount").cast("string"),
+        F.when(amount_mentions == 1, F.regexp_extract(text, _AMOUNT_IN_LINE, 1)),
     ).otherwise(F.to_json(amount))
-    amount_plain = F.regexp_replace(amount_text, r"(\.\d*?)0+$", "$1")
-    amount_plain = F.regexp_replace(amount_plain, r"\.$", "")
+    amount_fits, amount_precise, amount_value = _money(amount_text)
     amount_is_number = amount_type.isin(*_INTEGER_TYPES, "DOUBLE") | amount_type.startswith("DECIMAL")
 
     reason = (
@@ -114,8 +146,9 @@ def parse_events(lines: DataFrame, raw: str = "raw") -> DataFrame:
         .when(amount_missing, "amount_missing")
         .when(~amount_is_number, "amount_not_number")
         .when(amount_is_double & (F.isnan(amount_double) | (F.abs(amount_double) == float("inf"))), "amount_not_finite")
-        .when(amount_plain.isNull() | ~amount_plain.rlike(r"^-?\d{1,16}(\.\d+)?$"), "amount_out_of_range")
-        .when(~amount_plain.rlike(_EXACT_MONEY_TEXT), "amount_too_precise")
+        .when(amount_text.isNull() | (amount_text == ""), "amount_not_exact")
+        .when(~amount_fits, "amount_out_of_range")
+        .when(~amount_precise, "amount_too_precise")
         .when(~event_type_missing & (event_type_type != "STRING"), "event_type_not_string")
     )
 
@@ -126,7 +159,7 @@ def parse_events(lines: DataFrame, raw: str = "raw") -> DataFrame:
         F.when(valid, event_id_text).alias("event_id"),
         F.when(valid, user_id_text).alias("user_id"),
         F.when(valid, parsed_time).alias("event_time"),
-        F.when(valid, amount_plain.try_cast(MONEY)).alias("amount"),
+        F.when(valid, amount_value).alias("amount"),
         F.when(valid & ~event_type_missing, F.variant_get(event_type, "$", "string")).alias("event_type"),
         # Canonical JSON (keys sorted, numbers normalised) so a re-serialised redelivery is not a conflict.
         F.when(document.isNotNull(), F.sha2(F.to_json(document), 256)).alias("payload_hash"),
