@@ -43,13 +43,14 @@ def split_lines(files: DataFrame) -> DataFrame:
     The empty string after a file's final line break is not a line; every other empty line is kept (it
     is received, so bronze has it, and silver quarantines it).
     """
-    lines = F.split(F.col("value"), "\n")
+    # Split once into a column: written inline, Spark would re-split the whole file for every line it emits.
+    split = files.select("source_file", "file_modified_at", F.split(F.col("value"), "\n").alias("lines"))
     return (
-        files.select(
+        split.select(
             "source_file",
             "file_modified_at",
-            F.posexplode(lines).alias("position", "raw"),
-            F.size(lines).alias("parts"),
+            F.posexplode("lines").alias("position", "raw"),
+            F.size("lines").alias("parts"),
         )
         .where(~((F.col("position") == F.col("parts") - 1) & (F.col("raw") == "")))
         .select(
