@@ -45,12 +45,6 @@ _MIN_EPOCH_MS = -62_135_596_800_000  # 0001-01-01T00:00:00Z
 _MAX_EPOCH_MS = 253_402_300_799_999  # 9999-12-31T23:59:59.999Z
 
 
-def _field(document: Column, name: str) -> tuple[Column, Column, Column]:
-    """(value as variant, its JSON type name, absent-or-null flag) of a top-level field."""
-    value = F.try_variant_get(document, f"$.{name}", "variant")
-    json_type = F.schema_of_variant(value)
-    missing = value.isNull() | F.is_variant_null(value)
-    return value, json_type, missing
 
 
 def _is_blank(text: Column) -> Column:
@@ -93,47 +87,65 @@ def parse_events(lines: DataFrame, raw: str = "raw") -> DataFrame:
     (ISO-8601 with Z or an offset, no offset meaning UTC, or integer epoch milliseconds); processing
     time plays no part here.
     """
+    # Each step's results become columns before the next step uses them: inside one CASE WHEN, Spark would
+    # otherwise re-parse the line for every rule it checks.
     text = F.col(raw)
-    document = F.try_parse_json(text)
-    document_type = F.schema_of_variant(document)
-
-    event_id, event_id_type, event_id_missing = _field(document, "event_id")
-    user_id, user_id_type, user_id_missing = _field(document, "user_id")
-    event_time, event_time_type, event_time_missing = _field(document, "event_time")
-    amount, amount_type, amount_missing = _field(document, "amount")
-    event_type, event_type_type, event_type_missing = _field(document, "event_type")
-
-    event_id_text = F.variant_get(event_id, "$", "string")
-    user_id_text = F.variant_get(user_id, "$", "string")
+    staged = _add(lines, _doc=F.try_parse_json(text))
+    document = F.col("_doc")
+    fields = ("event_id", "user_id", "event_time", "amount", "event_type")
+    staged = _add(
+        staged,
+        _doc_type=F.schema_of_variant(document),
+        **{f"_{name}": F.try_variant_get(document, f"$.{name}", "variant") for name in fields},
+    )
+    staged = _add(
+        staged,
+        **{f"_{name}_type": F.schema_of_variant(F.col(f"_{name}")) for name in fields},
+        **{f"_{name}_missing": F.col(f"_{name}").isNull() | F.is_variant_null(F.col(f"_{name}")) for name in fields},
+    )
+    event_id, user_id, event_time, amount, event_type = (F.col(f"_{name}") for name in fields)
+    event_id_type, user_id_type, event_time_type, amount_type, event_type_type = (
+        F.col(f"_{name}_type") for name in fields
+    )
+    event_id_missing, user_id_missing, event_time_missing, amount_missing, event_type_missing = (
+        F.col(f"_{name}_missing") for name in fields
+    )
 
     time_text = F.variant_get(event_time, "$", "string")
     time_millis = F.variant_get(event_time, "$", "bigint")
-    parsed_time = F.when(
-        (event_time_type == "STRING") & time_text.rlike(_ISO_DATE_TIME),
-        _iso_text(time_text).try_cast("timestamp"),
-    ).when(
-        event_time_type.isin(*_INTEGER_TYPES) & time_millis.between(_MIN_EPOCH_MS, _MAX_EPOCH_MS),
-        F.timestamp_millis(time_millis),
-    )
-
     amount_is_double = amount_type == "DOUBLE"
-    amount_double = F.variant_get(amount, "$", "double")
     # Integers and plain decimals keep their exact digits in the variant. Exponent notation (or more than 38
     # digits) becomes a DOUBLE there, so its digits are taken from the line's own text instead, when the line
     # names "amount" exactly once (else a nested "amount" could be mistaken for it).
     amount_mentions = F.size(F.split(text, r'"amount"\s*:')) - 1
-    amount_text = F.when(
-        amount_is_double,
-        F.when(amount_mentions == 1, F.regexp_extract(text, _AMOUNT_IN_LINE, 1)),
-    ).otherwise(F.to_json(amount))
+    staged = _add(
+        staged,
+        _event_id_text=F.variant_get(event_id, "$", "string"),
+        _user_id_text=F.variant_get(user_id, "$", "string"),
+        _parsed_time=F.when(
+            (event_time_type == "STRING") & time_text.rlike(_ISO_DATE_TIME),
+            _iso_text(time_text).try_cast("timestamp"),
+        ).when(
+            event_time_type.isin(*_INTEGER_TYPES) & time_millis.between(_MIN_EPOCH_MS, _MAX_EPOCH_MS),
+            F.timestamp_millis(time_millis),
+        ),
+        _amount_double=F.when(amount_is_double, F.variant_get(amount, "$", "double")),
+        _amount_text=F.when(
+            amount_is_double,
+            F.when(amount_mentions == 1, F.regexp_extract(text, _AMOUNT_IN_LINE, 1)),
+        ).otherwise(F.to_json(amount)),
+    )
+    event_id_text, user_id_text, parsed_time = F.col("_event_id_text"), F.col("_user_id_text"), F.col("_parsed_time")
+    amount_double, amount_text = F.col("_amount_double"), F.col("_amount_text")
     amount_fits, amount_precise, amount_value = _money(amount_text)
+    staged = _add(staged, _amount_fits=amount_fits, _amount_precise=amount_precise, _amount_value=amount_value)
     amount_is_number = amount_type.isin(*_INTEGER_TYPES, "DOUBLE") | amount_type.startswith("DECIMAL")
 
     reason = (
         F.when(text.isNull() | _is_blank(text), "empty_line")
         .when(document.isNull() & text.rlike(_BARE_NON_FINITE), "amount_not_finite")
         .when(document.isNull(), "not_json")
-        .when(~document_type.startswith("OBJECT"), "not_object")
+        .when(~F.col("_doc_type").startswith("OBJECT"), "not_object")
         .when(event_id_missing, "event_id_missing")
         .when(event_id_type != "STRING", "event_id_not_string")
         .when(_is_blank(event_id_text), "event_id_empty")
@@ -147,20 +159,25 @@ def parse_events(lines: DataFrame, raw: str = "raw") -> DataFrame:
         .when(~amount_is_number, "amount_not_number")
         .when(amount_is_double & (F.isnan(amount_double) | (F.abs(amount_double) == float("inf"))), "amount_not_finite")
         .when(amount_text.isNull() | (amount_text == ""), "amount_not_exact")
-        .when(~amount_fits, "amount_out_of_range")
-        .when(~amount_precise, "amount_too_precise")
+        .when(~F.col("_amount_fits"), "amount_out_of_range")
+        .when(~F.col("_amount_precise"), "amount_too_precise")
         .when(~event_type_missing & (event_type_type != "STRING"), "event_type_not_string")
     )
+    staged = _add(staged, reason=reason)
 
-    valid = reason.isNull()
-    return lines.select(
-        "*",
-        reason.alias("reason"),
+    valid = F.col("reason").isNull()
+    return staged.select(
+        *lines.columns,
+        "reason",
         F.when(valid, event_id_text).alias("event_id"),
         F.when(valid, user_id_text).alias("user_id"),
         F.when(valid, parsed_time).alias("event_time"),
-        F.when(valid, amount_value).alias("amount"),
+        F.when(valid, F.col("_amount_value")).alias("amount"),
         F.when(valid & ~event_type_missing, F.variant_get(event_type, "$", "string")).alias("event_type"),
         # Canonical JSON (keys sorted, numbers normalised) so a re-serialised redelivery is not a conflict.
         F.when(document.isNotNull(), F.sha2(F.to_json(document), 256)).alias("payload_hash"),
     )
+
+
+def _add(frame: DataFrame, **columns: Column) -> DataFrame:
+    return frame.select("*", *(column.alias(name) for name, column in columns.items()))
