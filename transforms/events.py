@@ -45,8 +45,6 @@ _MIN_EPOCH_MS = -62_135_596_800_000  # 0001-01-01T00:00:00Z
 _MAX_EPOCH_MS = 253_402_300_799_999  # 9999-12-31T23:59:59.999Z
 
 
-
-
 def _is_blank(text: Column) -> Column:
     return text.rlike(r"^\s*$")
 
@@ -137,8 +135,25 @@ def parse_events(lines: DataFrame, raw: str = "raw") -> DataFrame:
     )
     event_id_text, user_id_text, parsed_time = F.col("_event_id_text"), F.col("_user_id_text"), F.col("_parsed_time")
     amount_double, amount_text = F.col("_amount_double"), F.col("_amount_text")
-    amount_fits, amount_precise, amount_value = _money(amount_text)
-    staged = _add(staged, _amount_fits=amount_fits, _amount_precise=amount_precise, _amount_value=amount_value)
+    # A variant DECIMAL(p,s) is exact with trailing zeros dropped, so its type alone says whether it fits
+    # decimal(18,2); integers fit below 10^16. Only DOUBLEs need the digit-by-digit reading of their text.
+    decimal_precision = F.regexp_extract(amount_type, r"^DECIMAL\((\d+),(\d+)\)$", 1).try_cast("int")
+    decimal_scale = F.regexp_extract(amount_type, r"^DECIMAL\((\d+),(\d+)\)$", 2).try_cast("int")
+    text_fits, text_precise, text_value = _money(amount_text)
+    staged = _add(
+        staged,
+        _amount_fits=F.when(amount_is_double, text_fits)
+        .when(amount_type.isin(*_INTEGER_TYPES), F.abs(F.variant_get(amount, "$", "decimal(38,0)")) < 10**16)
+        .otherwise(decimal_precision - decimal_scale <= 16),
+        _amount_precise=F.when(amount_is_double, text_precise).otherwise(F.coalesce(decimal_scale, F.lit(0)) <= 2),
+    )
+    staged = _add(
+        staged,
+        _amount_value=F.when(
+            F.col("_amount_fits") & F.col("_amount_precise"),
+            F.when(amount_is_double, text_value).otherwise(F.try_variant_get(amount, "$", "decimal(18,2)")),
+        ),
+    )
     amount_is_number = amount_type.isin(*_INTEGER_TYPES, "DOUBLE") | amount_type.startswith("DECIMAL")
 
     reason = (
