@@ -152,7 +152,7 @@ def run(
         reports = run_continuous(spark, settings)
     table = RichTable("stream", "batches", "seconds", "figures", title="run")
     for report in reports:
-        figures = ", ".join(f"{k}={v:g}" for k, v in report.figures.items() if k != "watermark")
+        figures = ", ".join(f"{k}={v:,.0f}" for k, v in report.figures.items() if k != "watermark")
         table.add_row(report.name, str(report.batches), f"{report.seconds:.1f}", figures)
     console.print(table)
 
