@@ -2,6 +2,7 @@
 
 import os
 import shutil
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -66,20 +67,36 @@ def split_lines(files: DataFrame) -> DataFrame:
     )
 
 
+_last_arrival_ms = 0
+_arrival_lock = threading.Lock()
+
+
+def _next_arrival_ns() -> int:
+    """A wall-clock stamp, strictly later (by at least 1 ms) than the last one this process handed out."""
+    global _last_arrival_ms
+    with _arrival_lock:
+        _last_arrival_ms = max(time.time_ns() // 1_000_000, _last_arrival_ms + 1)
+        return _last_arrival_ms * 1_000_000
+
+
 def place_in_landing(settings: Settings, name: str, write: Callable[[IO[str]], None]) -> Path:
     """Write a file into the landing zone atomically: a hidden temp name first, then one rename.
 
-    The new name starts with a nanosecond arrival stamp, so names never collide (a re-sent file is a new
-    arrival) and sort in arrival order; Spark's file source ignores names starting with ``.``.
+    Arrival order is the file's modification time (Spark's file source takes files oldest first and sees
+    milliseconds), so each file gets a distinct millisecond stamp as its modification time, and the same
+    stamp starts its name: names never collide (a re-sent file is a new arrival) and sort in arrival order.
+    Spark ignores names starting with ``.``.
     """
     settings.landing_dir.mkdir(parents=True, exist_ok=True)
-    stem = Path(name).name
-    final = settings.landing_dir / f"{time.time_ns():020d}-{stem}"
+    arrival = _next_arrival_ns()
+    final = settings.landing_dir / f"{arrival:020d}-{Path(name).name}"
     temp = settings.landing_dir / f".{final.name}.partial"
     with temp.open("w", encoding="utf-8", newline="\n") as handle:
         write(handle)
         handle.flush()
         os.fsync(handle.fileno())
+    # Files written within one millisecond would tie, and Spark would order the tie as the listing happens to.
+    os.utime(temp, ns=(arrival, arrival))
     os.replace(temp, final)
     return final
 
