@@ -1,5 +1,8 @@
 """Dagster resources: the lakehouse's settings and its one Spark+Delta session."""
 
+from dataclasses import replace
+from pathlib import Path
+
 import dagster as dg
 from pyspark.sql import SparkSession
 
@@ -15,9 +18,6 @@ class LakehouseResource(dg.ConfigurableResource):
     def settings(self) -> Settings:
         settings = Settings.from_env()
         if self.home:
-            from dataclasses import replace
-            from pathlib import Path
-
             settings = replace(settings, home=Path(self.home).expanduser().resolve())
         return settings
 

@@ -33,6 +33,7 @@ def refine_events(bronze: DataFrame, batch_id: int, settings: Settings, writer_i
         {"source_position": source_position(), "silver_batch": F.lit(batch_id).cast("long")}
     )
     parsed.persist()
+    classified: DataFrame | None = None
     try:
         rows_in = parsed.count()
         if rows_in == 0:
@@ -77,8 +78,9 @@ def refine_events(bronze: DataFrame, batch_id: int, settings: Settings, writer_i
         n_new = rows_in - n_quarantined - n_duplicates
         if n_new:
             append_once(new_events, settings, SILVER_EVENTS, writer_id, batch_id)
-        classified.unpersist()
     finally:
+        if classified is not None:
+            classified.unpersist()
         parsed.unpersist()
     return {
         "rows_in": rows_in,
