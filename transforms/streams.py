@@ -12,7 +12,7 @@ import signal
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -209,13 +209,7 @@ def run_continuous(
 
 @contextmanager
 def _all_locks(settings: Settings) -> Iterator[None]:
-    held = []
-    try:
+    with ExitStack() as held:
         for stage in stages(settings):
-            lock = stage_lock(settings, stage)
-            lock.__enter__()
-            held.append(lock)
+            held.enter_context(stage_lock(settings, stage))
         yield
-    finally:
-        for lock in reversed(held):
-            lock.__exit__(None, None, None)
