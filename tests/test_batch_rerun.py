@@ -13,6 +13,7 @@ from transforms.windows import update_windows
 from warehouse.catalog import (
     BRONZE_EVENTS,
     GOLD_CORRECTIONS,
+    OPS_RECONCILIATIONS,
     OPS_WATERMARKS,
     SILVER_DUPLICATES,
     SILVER_EVENTS,
@@ -131,6 +132,7 @@ def test_batch_rerun_after_crash_writes_nothing_twice(spark: SparkSession, setti
         user_spend_table(settings).name: 5,
         GOLD_CORRECTIONS.name: 2,
         OPS_WATERMARKS.name: 2,
+        OPS_RECONCILIATIONS.name: 0,
     }
     gold = read(spark, settings, user_spend_table(settings))
     state = {

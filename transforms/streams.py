@@ -6,14 +6,13 @@ processing-time trigger (continuous). Each micro-batch is written through ``fore
 transaction ids, so a batch replayed after a crash writes nothing twice.
 """
 
-import fcntl
 import json
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import ExitStack, contextmanager
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from datetime import date
 from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
@@ -21,17 +20,24 @@ from pyspark.sql.streaming import StreamingQuery
 
 from transforms.bronze import land_lines
 from transforms.landing import read_landing
+from transforms.reconcile import GOLD_LOCK, fold_late_events, repair_dates
 from transforms.silver import refine_events
 from transforms.windows import update_windows
-from warehouse.catalog import BRONZE_EVENTS, SILVER_EVENTS, all_tables, user_spend_table
+from warehouse.catalog import BRONZE_EVENTS, SILVER_EVENTS, SILVER_LATE_EVENTS, all_tables, user_spend_table
 from warehouse.delta import ensure_tables
+from warehouse.locks import LockBusyError, hold, hold_all
 from warehouse.settings import Settings
 
 BatchFunction = Callable[[DataFrame, int, Settings, str], dict[str, float]]
 
+#: How long a batch waits for the gold lock (held by a reconcile or another stream's batch) before failing.
+GOLD_LOCK_WAIT_SECONDS = 600.0
 
-class StreamBusyError(RuntimeError):
-    """Another process is running the same stream (same checkpoint)."""
+#: Delta sources admit whole commits in practice: a batch ending part-way through a commit would leave the
+#: gold stream unable to say which silver it reflects (and a split bronze commit could reorder arrivals).
+_DELTA_SOURCE_MAX_FILES = 1_000_000
+
+StreamBusyError = LockBusyError
 
 
 @dataclass
@@ -55,38 +61,82 @@ class StageReport:
 
 @dataclass(frozen=True)
 class Stage:
-    """One arrow of the pipeline: where it reads, what it does with each micro-batch."""
+    """One arrow of the pipeline: where it reads, what it does with each micro-batch.
+
+    ``lock`` names a lock each batch holds while it runs (``gold`` for every read-modify-write of gold).
+    """
 
     name: str
     read: Callable[[SparkSession, Settings], DataFrame]
     process: BatchFunction
+    lock: str | None = None
 
 
-def _read_delta(table_name: str) -> Callable[[SparkSession, Settings], DataFrame]:
+def _read_delta(table_name: str, stage_name: str) -> Callable[[SparkSession, Settings], DataFrame]:
     def read(spark: SparkSession, settings: Settings) -> DataFrame:
         table = {t.name: t for t in all_tables(settings)}[table_name]
         # Both sources are append-only tables, so a plain Delta stream sees every row exactly once.
-        return spark.readStream.format("delta").load(str(table.path(settings)))
+        reader = spark.readStream.format("delta").option("maxFilesPerTrigger", _DELTA_SOURCE_MAX_FILES)
+        start = starting_version(settings, stage_name)
+        if start is not None:
+            reader = reader.option("startingVersion", start)
+        return reader.load(str(table.path(settings)))
 
     return read
+
+
+def starting_version_file(settings: Settings, stage_name: str) -> Path:
+    return settings.checkpoints_dir / f"{stage_name}.starting-version"
+
+
+def starting_version(settings: Settings, stage_name: str) -> int | None:
+    """Where a reset checkpoint starts reading its Delta source (set by a replay); Spark ignores it
+    once the checkpoint has offsets of its own."""
+    marker = starting_version_file(settings, stage_name)
+    return int(marker.read_text().strip()) if marker.exists() else None
+
+
+def completed_source_version(checkpoint: Path, batch_id: int) -> int | None:
+    """The newest Delta source version that batches up to ``batch_id`` have read completely.
+
+    Read from the checkpoint's offset log (written before the batch runs): Delta's offset is the position
+    after the last file read; ``index == -1`` means every commit before ``reservoirVersion`` is done.
+    None when the batch stopped inside a commit or inside the initial snapshot.
+    """
+    lines = (checkpoint / "offsets" / str(batch_id)).read_text().splitlines()
+    offset = json.loads(lines[2])
+    if offset.get("isStartingVersion") or int(offset.get("index", -1)) != -1:
+        return None
+    return int(offset["reservoirVersion"]) - 1
 
 
 def stages(settings: Settings) -> list[Stage]:
     """The pipeline's arrows in order; each stage's name is also its checkpoint folder's name."""
     gold_name = user_spend_table(settings).name.replace(".", "_")
+
+    def windows(df: DataFrame, batch_id: int, s: Settings, writer: str) -> dict[str, float]:
+        silver_version = completed_source_version(s.checkpoints_dir / gold_name, batch_id)
+        return update_windows(df, batch_id, s, writer, gold_name, silver_version)
+
     return [
         Stage("bronze_events", read_landing, land_lines),
-        Stage("silver_events", _read_delta(BRONZE_EVENTS.name), refine_events),
-        Stage(
-            gold_name,
-            _read_delta(SILVER_EVENTS.name),
-            lambda df, batch_id, s, writer: update_windows(df, batch_id, s, writer, gold_name),
-        ),
+        Stage("silver_events", _read_delta(BRONZE_EVENTS.name, "silver_events"), refine_events),
+        Stage(gold_name, _read_delta(SILVER_EVENTS.name, gold_name), windows, lock=GOLD_LOCK),
     ]
 
 
+RECONCILE_STAGE = "reconcile_late_events"
+
+
+def reconcile_stage(settings: Settings) -> Stage:
+    """Late events → gold: each batch of newly late events recomputes its windows from silver."""
+    return Stage(
+        RECONCILE_STAGE, _read_delta(SILVER_LATE_EVENTS.name, RECONCILE_STAGE), fold_late_events, lock=GOLD_LOCK
+    )
+
+
 def stage_named(settings: Settings, name: str) -> Stage:
-    for stage in stages(settings):
+    for stage in [*stages(settings), reconcile_stage(settings)]:
         if stage.name == name:
             return stage
     raise KeyError(name)
@@ -102,24 +152,9 @@ def _writer_id(checkpoint: Path, stage: Stage) -> str:
     return f"lakehouse:{stage.name}:{query_id}"
 
 
-@contextmanager
-def stage_lock(settings: Settings, stage: Stage) -> Iterator[None]:
+def stage_lock(settings: Settings, stage: Stage):
     """Hold an exclusive lock on the stage's checkpoint; two writers on one checkpoint would corrupt it."""
-    settings.checkpoints_dir.mkdir(parents=True, exist_ok=True)
-    lock_path = settings.checkpoints_dir / f"{stage.name}.lock"
-    handle = lock_path.open("a+")
-    try:
-        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        handle.close()
-        raise StreamBusyError(
-            f"the {stage.name} stream is already running in another process (lock {lock_path})"
-        ) from None
-    try:
-        yield
-    finally:
-        fcntl.flock(handle, fcntl.LOCK_UN)
-        handle.close()
+    return hold(settings, stage.name, purpose=f"the {stage.name} stream")
 
 
 def start_stage(
@@ -133,7 +168,11 @@ def start_stage(
         if "id" not in writer:
             writer["id"] = _writer_id(checkpoint, stage)
         started = time.monotonic()
-        figures = stage.process(batch, batch_id, settings, writer["id"])
+        if stage.lock:
+            with hold(settings, stage.lock, wait_seconds=GOLD_LOCK_WAIT_SECONDS, purpose=f"{stage.name} batch"):
+                figures = stage.process(batch, batch_id, settings, writer["id"])
+        else:
+            figures = stage.process(batch, batch_id, settings, writer["id"])
         report.add(figures, time.monotonic() - started)
 
     stream = (
@@ -168,6 +207,24 @@ def run_once(spark: SparkSession, settings: Settings) -> list[StageReport]:
     """Bounded run of the whole pipeline: bronze, then silver, then gold, each until caught up."""
     prepare(spark, settings)
     return [run_stage_once(spark, settings, stage) for stage in stages(settings)]
+
+
+def run_reconcile(spark: SparkSession, settings: Settings, dates: Sequence[date] = ()) -> list[StageReport]:
+    """Fold every late event not folded yet into gold, then (``dates``) repair those event dates.
+
+    Late events are read as a stream with its own checkpoint, so each is folded exactly once, and a
+    reconcile with nothing new writes nothing. Both steps hold the gold lock while they read and write
+    gold, so they interleave safely with a running window stream.
+    """
+    prepare(spark, settings)
+    reports = [run_stage_once(spark, settings, reconcile_stage(settings))]
+    if dates:
+        report = StageReport("reconcile_dates")
+        with hold(settings, GOLD_LOCK, wait_seconds=GOLD_LOCK_WAIT_SECONDS, purpose="a reconcile of dates"):
+            started = time.monotonic()
+            report.add(repair_dates(spark, settings, dates), time.monotonic() - started)
+        reports.append(report)
+    return reports
 
 
 def run_continuous(
@@ -207,9 +264,5 @@ def run_continuous(
     return reports
 
 
-@contextmanager
-def _all_locks(settings: Settings) -> Iterator[None]:
-    with ExitStack() as held:
-        for stage in stages(settings):
-            held.enter_context(stage_lock(settings, stage))
-        yield
+def _all_locks(settings: Settings):
+    return hold_all(settings, [stage.name for stage in stages(settings)], purpose="a continuous run")

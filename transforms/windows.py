@@ -42,18 +42,37 @@ class Watermark:
         return Watermark(new_max, new_mark)
 
 
-def watermark_before(spark: SparkSession, settings: Settings, query_name: str, batch_id: int) -> Watermark:
-    """The watermark recorded by the last batch before ``batch_id`` (replays see the same value)."""
-    row = (
-        read_table(spark, settings, OPS_WATERMARKS)
-        .where((F.col("query_name") == query_name) & (F.col("batch_id") < batch_id))
-        .orderBy(F.col("batch_id").desc())
-        .select("max_event_time", "watermark")
-        .first()
-    )
+def watermark_before(
+    spark: SparkSession, settings: Settings, query_name: str, batch_id: int, writer_id: str | None = None
+) -> Watermark:
+    """The watermark recorded by the last batch before ``batch_id`` (a re-run batch sees the same value).
+
+    A new writer (the query's checkpoint was reset, e.g. by a replay) has no batches of its own yet and
+    inherits the furthest watermark its predecessors recorded: event time never goes back.
+    """
+    marks = read_table(spark, settings, OPS_WATERMARKS).where(F.col("query_name") == query_name)
+    own = F.col("writer_id").eqNullSafe(F.lit(writer_id)) if writer_id else F.lit(True)
+    row = marks.where(own & (F.col("batch_id") < batch_id)).orderBy(F.col("batch_id").desc()).first()
+    if row is None and writer_id:
+        row = (
+            marks.where(~own)
+            .agg(F.max("max_event_time").alias("max_event_time"), F.max("watermark").alias("watermark"))
+            .first()
+        )
     if row is None:
         return Watermark()
     return Watermark(_utc(row["max_event_time"]), _utc(row["watermark"]))
+
+
+def latest_watermark(spark: SparkSession, settings: Settings, query_name: str) -> datetime | None:
+    """The furthest watermark any batch of the query has recorded (what closes windows now)."""
+    row = (
+        read_table(spark, settings, OPS_WATERMARKS)
+        .where(F.col("query_name") == query_name)
+        .agg(F.max("watermark").alias("watermark"))
+        .first()
+    )
+    return _utc(row["watermark"]) if row else None
 
 
 def _utc(value: datetime | None) -> datetime | None:
@@ -61,6 +80,15 @@ def _utc(value: datetime | None) -> datetime | None:
     if value is None:
         return None
     return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+#: The key, in a gold commit's userMetadata, of the silver version the gold table reflects.
+SILVER_VERSION_KEY = "silver_version"
+
+
+def consumption_metadata(writer_id: str, batch_id: int, silver_version: int | None) -> dict[str, object]:
+    """What a gold commit records about its input: every silver commit <= ``silver_version`` is in gold."""
+    return {"writer": writer_id, "batch": batch_id, SILVER_VERSION_KEY: silver_version}
 
 
 def assign_windows(events: DataFrame, settings: Settings) -> DataFrame:
@@ -83,12 +111,23 @@ def split_late(windowed: DataFrame, settings: Settings, mark: Watermark) -> tupl
 
 
 def update_windows(
-    events: DataFrame, batch_id: int, settings: Settings, writer_id: str, query_name: str
+    events: DataFrame,
+    batch_id: int,
+    settings: Settings,
+    writer_id: str,
+    query_name: str,
+    silver_version: int | None = None,
 ) -> dict[str, float]:
-    """Fold one micro-batch of new silver events into gold, exactly once per batch."""
+    """Fold one micro-batch of new silver events into gold, exactly once per batch.
+
+    ``silver_version`` is the newest silver.events commit that this batch and the earlier ones have
+    read completely (None when unknown, e.g. the batch ends part-way through a commit). It is written
+    into the gold MERGE's own commit, so gold always says which silver it reflects: reconciliation
+    recomputes from silver as of that version and never races events the stream has not seen yet.
+    """
     spark = events.sparkSession
     gold = user_spend_table(settings)
-    before = watermark_before(spark, settings, query_name, batch_id)
+    before = watermark_before(spark, settings, query_name, batch_id, writer_id)
     windowed = assign_windows(events.select("event_id", "user_id", "event_time", "amount", "ingest_time"), settings)
     windowed.persist()
     try:
@@ -122,11 +161,17 @@ def update_windows(
             # Appended even when empty: the commit records this batch's transaction id, so a re-run after the
             # MERGE committed (which reads the batch's own rows as old values) cannot log corrections again.
             append_once(_corrections(changes, gold), settings, GOLD_CORRECTIONS, writer_id, batch_id)
-            merge_once(spark, writer_id, batch_id, lambda: _merge_into_gold(spark, settings, gold, changes))
+            merge_once(
+                spark,
+                writer_id,
+                batch_id,
+                lambda: _merge_into_gold(spark, settings, gold, changes),
+                consumption_metadata(writer_id, batch_id, silver_version),
+            )
         changes.unpersist()
 
         mark_row = spark.createDataFrame(
-            [(query_name, batch_id, after.max_event_time, after.watermark, now)], OPS_WATERMARKS.schema
+            [(query_name, writer_id, batch_id, after.max_event_time, after.watermark, now)], OPS_WATERMARKS.schema
         )
         append_once(mark_row, settings, OPS_WATERMARKS, writer_id, batch_id)
     finally:

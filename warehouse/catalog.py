@@ -213,10 +213,30 @@ OPS_WATERMARKS = Table(
     description="The event-time watermark of each windowing stream after each micro-batch.",
     columns=(
         Column("query_name", StringType(), "streaming query", nullable=False),
+        Column("writer_id", StringType(), "the query's writer (checkpoint) id; a reset checkpoint is a new writer"),
         Column("batch_id", LongType(), "micro-batch id", nullable=False),
         Column("max_event_time", TimestampType(), "largest event time seen so far"),
         Column("watermark", TimestampType(), "max_event_time minus the watermark delay (monotonic)"),
         Column("recorded_at", TimestampType(), "processing time", nullable=False),
+    ),
+)
+
+
+OPS_RECONCILIATIONS = Table(
+    layer="ops",
+    short_name="reconciliations",
+    description="Every reconciliation that changed gold or folded late events: what it read and what it changed.",
+    columns=(
+        Column("kind", StringType(), "late_events (fold newly late events) or dates (repair whole event dates)"),
+        Column("writer_id", StringType(), "the reconciliation's writer id (late_events: its stream's checkpoint)"),
+        Column("batch_id", LongType(), "micro-batch (late_events) or run number (dates) of that writer"),
+        Column("dates", StringType(), "event dates repaired (dates), or the dates of the late events' windows"),
+        Column("late_events", LongType(), "late events read"),
+        Column("keys_recomputed", LongType(), "(user_id, window_start) keys recomputed from silver"),
+        Column("keys_changed", LongType(), "gold rows inserted, updated or deleted (= corrections written)"),
+        Column("silver_version", LongType(), "silver.events version the recomputation read (what gold reflects)"),
+        Column("seconds", DoubleType(), "wall-clock seconds of the reconciliation"),
+        Column("finished_at", TimestampType(), "processing time it finished"),
     ),
 )
 
@@ -232,6 +252,7 @@ def all_tables(settings: Settings) -> list[Table]:
         user_spend_table(settings),
         GOLD_CORRECTIONS,
         OPS_WATERMARKS,
+        OPS_RECONCILIATIONS,
     ]
 
 

@@ -5,8 +5,11 @@ Exactly-once rests on Delta's transaction identifiers: every write of a micro-ba
 version is not newer. A batch re-run after a crash therefore re-applies only the writes that never committed.
 """
 
+import json
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import Any
 
 from delta.tables import DeltaTable
 from pyspark.sql import DataFrame, SparkSession
@@ -16,6 +19,7 @@ from warehouse.settings import Settings
 
 _TXN_APP_ID = "spark.databricks.delta.write.txnAppId"
 _TXN_VERSION = "spark.databricks.delta.write.txnVersion"
+_USER_METADATA = "spark.databricks.delta.commitInfo.userMetadata"
 
 
 def ensure_table(spark: SparkSession, settings: Settings, table: Table) -> DeltaTable:
@@ -54,19 +58,27 @@ def append_once(df: DataFrame, settings: Settings, table: Table, app_id: str, ba
 
 
 @contextmanager
-def transaction_id(spark: SparkSession, app_id: str, batch_id: int) -> Iterator[None]:
+def transaction_id(
+    spark: SparkSession, app_id: str, batch_id: int, user_metadata: dict[str, Any] | None = None
+) -> Iterator[None]:
     """Tag the DML run inside (MERGE, UPDATE, DELETE) with a transaction id, so a replay is skipped.
+
+    ``user_metadata`` goes into the commit's ``userMetadata`` as JSON: it lands in the same atomic
+    commit as the data, which is what makes it trustworthy after a crash.
 
     Streaming queries run foreachBatch on their own cloned session, so setting the conf here does not
     leak into another query running beside this one.
     """
     spark.conf.set(_TXN_APP_ID, app_id)
     spark.conf.set(_TXN_VERSION, str(batch_id))
+    if user_metadata is not None:
+        spark.conf.set(_USER_METADATA, json.dumps(user_metadata, sort_keys=True))
     try:
         yield
     finally:
         spark.conf.unset(_TXN_APP_ID)
         spark.conf.unset(_TXN_VERSION)
+        spark.conf.unset(_USER_METADATA)
 
 
 def merge_once(
@@ -74,10 +86,58 @@ def merge_once(
     app_id: str,
     batch_id: int,
     merge: Callable[[], None],
+    user_metadata: dict[str, Any] | None = None,
 ) -> None:
-    """Run a MERGE built by ``merge`` exactly once for (app_id, batch_id)."""
-    with transaction_id(spark, app_id, batch_id):
-        merge()
+    """Run a MERGE built by ``merge`` exactly once for (app_id, batch_id), retrying write conflicts."""
+    with transaction_id(spark, app_id, batch_id, user_metadata):
+        retry_conflicts(merge)
+
+
+#: Delta's optimistic-concurrency failures: another writer committed first; the write can be re-run.
+_CONFLICTS = (
+    "ConcurrentAppendException",
+    "ConcurrentDeleteReadException",
+    "ConcurrentDeleteDeleteException",
+    "ConcurrentTransactionException",
+    "MetadataChangedException",
+    "ProtocolChangedException",
+)
+
+
+def retry_conflicts(write: Callable[[], None], attempts: int = 6, first_delay: float = 0.2) -> None:
+    """Run ``write``; when Delta reports a concurrent commit, wait (exponential backoff) and run it again.
+
+    Safe for our writes because each carries a transaction id (a write that did commit is skipped on the
+    re-run) and MERGEs are re-planned against the newest snapshot.
+    """
+    delay = first_delay
+    for attempt in range(1, attempts + 1):
+        try:
+            write()
+            return
+        except Exception as error:
+            if attempt == attempts or not any(name in str(error) for name in _CONFLICTS):
+                raise
+            time.sleep(delay)
+            delay *= 2
+
+
+def commit_metadata(spark: SparkSession, settings: Settings, table: Table, key: str, depth: int = 200) -> dict | None:
+    """The newest ``userMetadata`` JSON among the table's last ``depth`` commits that carries ``key``."""
+    path = str(table.path(settings))
+    if not DeltaTable.isDeltaTable(spark, path):
+        return None
+    rows = DeltaTable.forPath(spark, path).history(depth).select("version", "userMetadata").collect()
+    for row in sorted(rows, key=lambda r: r.version, reverse=True):
+        if not row.userMetadata:
+            continue
+        try:
+            found = json.loads(row.userMetadata)
+        except ValueError:
+            continue
+        if isinstance(found, dict) and key in found:
+            return found
+    return None
 
 
 def table_version(spark: SparkSession, settings: Settings, table: Table) -> int | None:
@@ -86,3 +146,14 @@ def table_version(spark: SparkSession, settings: Settings, table: Table) -> int 
     if not DeltaTable.isDeltaTable(spark, path):
         return None
     return int(DeltaTable.forPath(spark, path).history(1).select("version").first()[0])
+
+
+def transaction_version(settings: Settings, table: Table, app_id: str) -> int | None:
+    """The newest transaction version ``app_id`` committed to the table (delta-rs: no Spark job)."""
+    from deltalake import DeltaTable as RustTable
+    from deltalake.exceptions import TableNotFoundError
+
+    try:
+        return RustTable(str(table.path(settings))).transaction_version(app_id)
+    except TableNotFoundError:
+        return None

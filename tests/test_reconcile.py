@@ -1,0 +1,131 @@
+"""Reconciliation on real streams and Delta tables: late events folded in, dates repaired, nothing twice."""
+
+from datetime import UTC, date, datetime
+from decimal import Decimal
+
+from pyspark.sql import functions as F
+
+from tests.reference import landing_lines, window_totals
+from transforms.landing import place_in_landing
+from transforms.streams import completed_source_version, run_once, run_reconcile
+from transforms.synthetic import StreamSpec, generate_lines
+from warehouse.catalog import (
+    GOLD_CORRECTIONS,
+    OPS_RECONCILIATIONS,
+    SILVER_LATE_EVENTS,
+    all_tables,
+    user_spend_table,
+)
+from warehouse.delta import read_table, table_version
+
+
+def land(settings, name: str, lines: list[str]) -> None:
+    place_in_landing(settings, name, lambda handle: handle.writelines(line + "\n" for line in lines))
+
+
+def event(event_id: str, user: str, when: str, amount: str) -> str:
+    return f'{{"event_id": "{event_id}", "user_id": "{user}", "event_time": "{when}", "amount": {amount}}}'
+
+
+def gold_values(spark, settings) -> dict[tuple[str, datetime], tuple[Decimal, int]]:
+    return {
+        (r.user_id, r.window_start.replace(tzinfo=UTC)): (r.total_amount, r.event_count)
+        for r in read_table(spark, settings, user_spend_table(settings)).collect()
+    }
+
+
+def versions(spark, settings) -> dict[str, int | None]:
+    return {t.name: table_version(spark, settings, t) for t in all_tables(settings)}
+
+
+def test_seeds_example_too_late_event_is_folded_in(spark, settings) -> None:
+    """A 10:00→5, B 10:02→3, A 10:04→2, B 10:06→1; an event hours later; then the too-late A 10:01→1."""
+    land(
+        settings,
+        "first.jsonl",
+        [
+            event("a1", "A", "2024-01-01T10:00:00Z", "5"),
+            event("b1", "B", "2024-01-01T10:02:00Z", "3"),
+            event("a2", "A", "2024-01-01T10:04:00Z", "2"),
+            event("b2", "B", "2024-01-01T10:06:00Z", "1"),
+        ],
+    )
+    run_once(spark, settings)
+    land(settings, "later.jsonl", [event("c1", "C", "2024-01-01T13:00:00Z", "4")])
+    run_once(spark, settings)
+    land(settings, "too-late.jsonl", [event("a3", "A", "2024-01-01T10:01:00Z", "1")])
+    run_once(spark, settings)
+
+    a_1000 = ("A", datetime(2024, 1, 1, 10, 0, tzinfo=UTC))
+    assert gold_values(spark, settings)[a_1000] == (Decimal("7.00"), 2)
+    late = read_table(spark, settings, SILVER_LATE_EVENTS).collect()
+    assert [(r.event_id, r.amount) for r in late] == [("a3", Decimal("1.00"))]
+    # The gold stream's offsets end on whole silver commits, so gold knows exactly which silver it has.
+    gold_checkpoint = settings.checkpoints_dir / user_spend_table(settings).name.replace(".", "_")
+    last_batch = max(int(p.name) for p in (gold_checkpoint / "offsets").iterdir() if p.name.isdigit())
+    assert completed_source_version(gold_checkpoint, last_batch) is not None
+
+    reports = run_reconcile(spark, settings)
+    assert reports[0].figures["late_events"] == 1
+    assert reports[0].figures["keys_changed"] == 1
+
+    row = read_table(spark, settings, user_spend_table(settings)).where(F.col("user_id") == "A").collect()
+    by_start = {r.window_start.replace(tzinfo=UTC): r for r in row}
+    folded = by_start[a_1000[1]]
+    assert (folded.total_amount, folded.event_count, folded.is_final) == (Decimal("8.00"), 3, True)
+    corrections = read_table(spark, settings, GOLD_CORRECTIONS).where(F.col("cause") == "reconciliation").collect()
+    assert len(corrections) == 1
+    (correction,) = corrections
+    assert (correction.user_id, correction.old_total_amount, correction.new_total_amount) == (
+        "A",
+        Decimal("7.00"),
+        Decimal("8.00"),
+    )
+    assert (correction.old_event_count, correction.new_event_count) == (2, 3)
+    assert correction.revision == folded.revision
+
+    # Nothing new: a second reconcile writes no new version of any table.
+    before = versions(spark, settings)
+    assert run_reconcile(spark, settings)[0].batches == 0
+    assert versions(spark, settings) == before
+
+
+def test_generated_stream_after_reconcile_equals_the_reference(spark, settings) -> None:
+    spec = StreamSpec(
+        events=2000, users=15, rate=2.0, disorder_seconds=30, duplicate_fraction=0.05,
+        late_fraction=0.04, invalid_fraction=0.03, seed=5,
+    )  # fmt: skip
+    lines = list(generate_lines(spec))
+    parts = 3
+    for part in range(parts):
+        land(settings, f"part{part}.jsonl", lines[part * len(lines) // parts : (part + 1) * len(lines) // parts])
+        run_once(spark, settings)
+    assert read_table(spark, settings, SILVER_LATE_EVENTS).count() > 0
+
+    expected = window_totals(landing_lines(settings.landing_dir))
+    assert gold_values(spark, settings) != expected  # the late events are still aside
+    run_reconcile(spark, settings)
+    assert gold_values(spark, settings) == expected
+
+    # The sweep of every date finds nothing to repair; then a tampered gold is put right.
+    dates = sorted({start.date() for _, start in expected})
+    assert run_reconcile(spark, settings, dates)[1].figures["keys_changed"] == 0
+    gold_path = str(user_spend_table(settings).path(settings))
+    first_user, first_start = min(expected, key=lambda key: key[1])
+    start_text = first_start.strftime("%Y-%m-%d %H:%M:%S")
+    # A total off by one cent, a missing window and a window without events: each must be repaired.
+    spark.sql(f"UPDATE delta.`{gold_path}` SET total_amount = total_amount + 0.01 WHERE window_start = '{start_text}'")
+    spark.sql(f"DELETE FROM delta.`{gold_path}` WHERE user_id = '{first_user}' AND window_start > '{start_text}'")
+    spark.createDataFrame(
+        [("ghost", first_start, first_start, Decimal("1.00"), 1, 1, True, datetime.now(UTC))],
+        user_spend_table(settings).schema,
+    ).write.format("delta").mode("append").save(gold_path)
+    assert gold_values(spark, settings) != expected
+
+    reports = run_reconcile(spark, settings, dates)
+    assert reports[1].figures["keys_changed"] > 2
+    assert gold_values(spark, settings) == expected
+    assert run_reconcile(spark, settings, dates)[1].figures["keys_changed"] == 0
+    kinds = {r.kind for r in read_table(spark, settings, OPS_RECONCILIATIONS).collect()}
+    assert kinds == {"late_events", "dates"}
+    assert date(2024, 1, 1) in dates

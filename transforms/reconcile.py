@@ -1,0 +1,367 @@
+"""Reconciliation: make gold windows equal a recomputation from silver, for the affected keys only.
+
+Two entry points share one recomputation and one repair:
+
+- ``fold_late_events``: each micro-batch of ``silver.late_events`` (a stream with its own checkpoint,
+  so every late event is folded exactly once) recomputes the windows its events belong to;
+- ``repair_dates``: the completeness sweep recomputes every window of some event dates.
+
+Time semantics: a window's truth is the sum and count of its deduplicated valid events, by event time.
+Gold is a running aggregate the window stream keeps by increments; the recomputation must not count an
+event that silver has and the stream has not folded in yet, or the stream's later increment would count
+it twice. So the recomputation reads silver *as of the version gold reflects* (recorded in gold's own
+commits, see ``transforms.windows.consumption_metadata``), plus every late event (set aside, never
+incremented). Both happen under the ``gold`` lock, so no stream batch changes gold in between. The
+result is written as values (not increments): re-running it changes nothing.
+"""
+
+import time
+from collections.abc import Sequence
+from datetime import UTC, date, datetime
+
+from delta.tables import DeltaTable
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from transforms.windows import (
+    SILVER_VERSION_KEY,
+    assign_windows,
+    closes_at,
+    consumption_metadata,
+    latest_watermark,
+)
+from warehouse.catalog import (
+    GOLD_CORRECTIONS,
+    MONEY,
+    OPS_RECONCILIATIONS,
+    SILVER_EVENTS,
+    SILVER_LATE_EVENTS,
+    Table,
+    user_spend_table,
+)
+from warehouse.delta import append_once, commit_metadata, merge_once, read_table, transaction_version
+from warehouse.settings import Settings
+
+#: The lock every read-modify-write of gold holds (window stream batches, reconciliation, replay swap).
+GOLD_LOCK = "gold"
+
+KEY = ["user_id", "window_start"]
+
+
+class ReconcileError(RuntimeError):
+    """Reconciliation cannot run safely now; the message says why and what to do."""
+
+
+def gold_silver_version(spark: SparkSession, settings: Settings) -> int | None:
+    """The silver.events version gold reflects: every silver commit up to it is in gold or late_events.
+
+    None when gold has never consumed silver. Raises ReconcileError when gold's newest batch stopped
+    part-way through a silver commit (it cannot say which of its events it has).
+    """
+    gold = user_spend_table(settings)
+    found = commit_metadata(spark, settings, gold, SILVER_VERSION_KEY)
+    if found is None:
+        if read_table(spark, settings, gold).limit(1).count():
+            raise ReconcileError(
+                f"{gold.name} has rows but no commit records which silver it reflects; rebuild it with "
+                "`lakehouse replay`"
+            )
+        return None
+    version = found[SILVER_VERSION_KEY]
+    if version is None:
+        raise ReconcileError(
+            f"{gold.name} is part-way through a silver.events commit; let the streams catch up "
+            "(`lakehouse run --once`), then reconcile"
+        )
+    return int(version)
+
+
+def window_dates(keys: DataFrame) -> list[date]:
+    """UTC dates of the windows' starts: a window lies within one day (its length divides a day)."""
+    return sorted(r.d for r in keys.select(F.to_date("window_start").alias("d")).distinct().collect())
+
+
+def recompute_windows(
+    spark: SparkSession, settings: Settings, silver_version: int | None, dates: Sequence[date]
+) -> DataFrame:
+    """Exact (user_id, window_start) totals over the given event dates, from what gold has consumed.
+
+    Reads silver.events as of ``silver_version`` (pruned to the dates' ``event_date`` partitions) plus
+    silver.late_events, deduplicated by event_id (a late event is in silver too, and may be newer than
+    that version when its stream batch crashed before committing to gold).
+    """
+    columns = ["event_id", "user_id", "event_time", "amount"]
+    wanted = [d.isoformat() for d in dates]
+    if silver_version is None:
+        silver = spark.createDataFrame([], SILVER_EVENTS.schema).select(*columns)
+    else:
+        silver = (
+            spark.read.format("delta")
+            .option("versionAsOf", silver_version)
+            .load(str(SILVER_EVENTS.path(settings)))
+            .where(F.col("event_date").isin(wanted))
+            .select(*columns)
+        )
+    late = (
+        read_table(spark, settings, SILVER_LATE_EVENTS).where(F.to_date("window_start").isin(wanted)).select(*columns)
+    )
+    events = silver.unionByName(late).dropDuplicates(["event_id"])
+    return (
+        assign_windows(events, settings)
+        .groupBy("user_id", "window_start", "window_end")
+        .agg(F.sum("amount").cast(MONEY).alias("total_amount"), F.count("*").alias("event_count"))
+    )
+
+
+def window_repairs(
+    expected: DataFrame, current: DataFrame, settings: Settings, watermark: datetime | None, now: datetime
+) -> DataFrame:
+    """One row per key whose gold row differs from ``expected``: insert, update or delete, old and new.
+
+    ``expected`` and ``current`` cover the same keys. A gold row without events is deleted; a window the
+    watermark has closed becomes final.
+    """
+    zero = F.lit(0).cast(MONEY)
+    closed = closes_at(settings) <= F.lit(watermark) if watermark else F.lit(False)
+    old = current.select(
+        *KEY,
+        F.col("window_end").alias("old_window_end"),
+        F.col("total_amount").alias("old_total_amount"),
+        F.col("event_count").alias("old_event_count"),
+        F.col("revision").alias("old_revision"),
+        F.col("is_final").alias("old_is_final"),
+    )
+    joined = expected.join(old, KEY, "full_outer").withColumn("window_end", F.coalesce("window_end", "old_window_end"))
+    action = (
+        F.when(F.col("old_revision").isNull(), "insert")
+        .when(F.col("event_count").isNull(), "delete")
+        .when(
+            (F.col("total_amount") != F.col("old_total_amount"))
+            | (F.col("event_count") != F.col("old_event_count"))
+            | (~F.col("old_is_final") & closed),
+            "update",
+        )
+    )
+    return (
+        joined.withColumn("action", action)
+        .where(F.col("action").isNotNull())
+        .select(
+            *KEY,
+            "window_end",
+            "action",
+            F.coalesce("old_total_amount", zero).alias("old_total_amount"),
+            F.coalesce("old_event_count", F.lit(0).cast("long")).alias("old_event_count"),
+            F.coalesce("old_is_final", F.lit(False)).alias("old_is_final"),
+            F.coalesce("total_amount", zero).alias("new_total_amount"),
+            F.coalesce("event_count", F.lit(0).cast("long")).alias("new_event_count"),
+            (F.coalesce("old_is_final", F.lit(False)) | closed).alias("new_is_final"),
+            (F.coalesce("old_revision", F.lit(0)) + 1).cast("int").alias("revision"),
+            F.lit(now).cast("timestamp").alias("updated_at"),
+        )
+    )
+
+
+def apply_repairs(
+    spark: SparkSession,
+    settings: Settings,
+    repairs: DataFrame,
+    writer_id: str,
+    batch_id: int,
+    silver_version: int | None,
+    cause: str = "reconciliation",
+) -> int:
+    """Log every repair in gold.corrections, then MERGE it into gold; both exactly once per (writer, batch).
+
+    The corrections go first: a crash between the two leaves the log ahead of gold, and the re-run (same
+    transaction id) skips the log and applies the MERGE. Returns the number of keys changed.
+    """
+    gold = user_spend_table(settings)
+    repairs.persist()
+    try:
+        changed = repairs.count()
+        if not changed:
+            return 0
+        corrections = repairs.select(
+            F.lit(gold.name).alias("table_name"),
+            *KEY,
+            "window_end",
+            "old_total_amount",
+            "new_total_amount",
+            "old_event_count",
+            "new_event_count",
+            "old_is_final",
+            "new_is_final",
+            "revision",
+            F.lit(cause).alias("cause"),
+            F.col("updated_at").alias("corrected_at"),
+            F.lit(None).cast("long").alias("gold_batch"),
+        )
+        append_once(corrections, settings, GOLD_CORRECTIONS, writer_id, batch_id)
+        merge_once(
+            spark,
+            writer_id,
+            batch_id,
+            lambda: _merge_repairs(spark, settings, gold, repairs),
+            consumption_metadata(writer_id, batch_id, silver_version),
+        )
+        return changed
+    finally:
+        repairs.unpersist()
+
+
+def _merge_repairs(spark: SparkSession, settings: Settings, gold: Table, repairs: DataFrame) -> None:
+    starts = repairs.agg(F.min("window_start"), F.max("window_start")).first()
+    # The window_start range lets Delta skip gold files by their min/max statistics.
+    condition = (
+        "t.user_id = s.user_id AND t.window_start = s.window_start "
+        f"AND t.window_start >= TIMESTAMP '{starts[0].isoformat()}' "
+        f"AND t.window_start <= TIMESTAMP '{starts[1].isoformat()}'"
+    )
+    (
+        DeltaTable.forPath(spark, str(gold.path(settings)))
+        .alias("t")
+        .merge(repairs.alias("s"), condition)
+        .whenMatchedDelete(condition="s.action = 'delete'")
+        .whenMatchedUpdate(
+            set={
+                "total_amount": "s.new_total_amount",
+                "event_count": "s.new_event_count",
+                "revision": "t.revision + 1",
+                "is_final": "t.is_final OR s.new_is_final",
+                "updated_at": "s.updated_at",
+            }
+        )
+        .whenNotMatchedInsert(
+            condition="s.action = 'insert'",
+            values={
+                "user_id": "s.user_id",
+                "window_start": "s.window_start",
+                "window_end": "s.window_end",
+                "total_amount": "s.new_total_amount",
+                "event_count": "s.new_event_count",
+                "revision": "1",
+                "is_final": "s.new_is_final",
+                "updated_at": "s.updated_at",
+            },
+        )
+        .execute()
+    )
+
+
+def _gold_query(settings: Settings) -> str:
+    return user_spend_table(settings).name.replace(".", "_")
+
+
+def _record(
+    spark: SparkSession, settings: Settings, kind: str, writer_id: str, batch_id: int, figures: dict[str, float]
+) -> None:
+    row = spark.createDataFrame(
+        [
+            (
+                kind,
+                writer_id,
+                batch_id,
+                figures["dates"],
+                int(figures["late_events"]),
+                int(figures["keys_recomputed"]),
+                int(figures["keys_changed"]),
+                figures["silver_version"],
+                float(figures["seconds"]),
+                datetime.now(UTC),
+            )
+        ],
+        OPS_RECONCILIATIONS.schema,
+    )
+    append_once(row, settings, OPS_RECONCILIATIONS, writer_id, batch_id)
+
+
+def fold_late_events(late: DataFrame, batch_id: int, settings: Settings, writer_id: str) -> dict[str, float]:
+    """Recompute, from silver, every window that one micro-batch of late events belongs to.
+
+    Runs under the gold lock (the runner holds it for the batch). Each affected row ends equal to its
+    events' exact sum and count, one revision later, with one correction (cause ``reconciliation``).
+    """
+    spark = late.sparkSession
+    started = time.monotonic()
+    keys = late.select(*KEY).distinct()
+    keys.persist()
+    try:
+        n_late = late.count()
+        if not n_late:
+            return {"late_events": 0, "keys_recomputed": 0, "keys_changed": 0, "rows_in": 0, "rows_written": 0}
+        dates = window_dates(keys)
+        silver_version = gold_silver_version(spark, settings)
+        gold = user_spend_table(settings)
+        expected = recompute_windows(spark, settings, silver_version, dates).join(keys, KEY, "left_semi")
+        current = (
+            read_table(spark, settings, gold)
+            .where(F.to_date("window_start").isin([d.isoformat() for d in dates]))
+            .join(keys, KEY, "left_semi")
+        )
+        watermark = latest_watermark(spark, settings, _gold_query(settings))
+        repairs = window_repairs(expected, current, settings, watermark, datetime.now(UTC))
+        changed = apply_repairs(spark, settings, repairs, writer_id, batch_id, silver_version)
+        figures = {
+            "late_events": n_late,
+            "keys_recomputed": keys.count(),
+            "keys_changed": changed,
+        }
+    finally:
+        keys.unpersist()
+    figures["seconds"] = time.monotonic() - started
+    _record(
+        spark,
+        settings,
+        "late_events",
+        writer_id,
+        batch_id,
+        {**figures, "dates": ",".join(d.isoformat() for d in dates), "silver_version": silver_version},
+    )
+    return {**figures, "rows_in": n_late, "rows_written": changed}
+
+
+def _next_run(settings: Settings, writer_id: str) -> int:
+    """The run number for ``writer_id``: a run whose corrections committed but whose MERGE did not is
+    resumed under its own number; otherwise one more than the last."""
+    logged = transaction_version(settings, GOLD_CORRECTIONS, writer_id)
+    merged = transaction_version(settings, user_spend_table(settings), writer_id)
+    last_logged = -1 if logged is None else logged
+    last_merged = -1 if merged is None else merged
+    return last_logged if last_logged > last_merged else last_logged + 1
+
+
+def repair_dates(spark: SparkSession, settings: Settings, dates: Sequence[date]) -> dict[str, float]:
+    """Recompute every window of the given event dates from silver and repair every difference in gold.
+
+    The caller holds the gold lock. Exactly once per (dates, run): the run number is one more than the
+    runs recorded for the same dates, so a crashed run's re-run reuses it and its transaction ids.
+    """
+    started = time.monotonic()
+    dates = sorted(set(dates))
+    if not dates:
+        return {"late_events": 0, "keys_recomputed": 0, "keys_changed": 0, "seconds": 0.0}
+    writer_id = f"lakehouse:reconcile_dates:{dates[0].isoformat()}:{dates[-1].isoformat()}:{len(dates)}"
+    run = _next_run(settings, writer_id)
+    silver_version = gold_silver_version(spark, settings)
+    wanted = [d.isoformat() for d in dates]
+    expected = recompute_windows(spark, settings, silver_version, dates)
+    expected.persist()
+    try:
+        current = read_table(spark, settings, user_spend_table(settings)).where(F.to_date("window_start").isin(wanted))
+        watermark = latest_watermark(spark, settings, _gold_query(settings))
+        repairs = window_repairs(expected, current, settings, watermark, datetime.now(UTC))
+        changed = apply_repairs(spark, settings, repairs, writer_id, run, silver_version)
+        figures = {"late_events": 0, "keys_recomputed": expected.count(), "keys_changed": changed}
+    finally:
+        expected.unpersist()
+    figures["seconds"] = time.monotonic() - started
+    if changed:
+        _record(
+            spark,
+            settings,
+            "dates",
+            writer_id,
+            run,
+            {**figures, "dates": ",".join(wanted), "silver_version": silver_version},
+        )
+    return figures

@@ -1,0 +1,68 @@
+"""Named locks under ``LAKEHOUSE_HOME/locks``, shared by every process that writes the lakehouse.
+
+A lock is an ``flock`` on a file: the kernel releases it when its holder dies (even by SIGKILL), so a
+crashed run never leaves a stale lock. Flock locks belong to an open file, so two holders in one
+process exclude each other too (a Dagster run and a CLI thread behave like two processes).
+
+Names in use: one per stream (its checkpoint must have one writer), ``gold`` (every read-modify-write
+of a gold table: the window stream's batches, reconciliation, the replay's swap), ``replay``.
+"""
+
+import fcntl
+import time
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
+
+from warehouse.settings import Settings
+
+
+class LockBusyError(RuntimeError):
+    """Another run holds the lock; the message names it and what holds it."""
+
+
+def lock_path(settings: Settings, name: str) -> Path:
+    return settings.home / "locks" / f"{name}.lock"
+
+
+@contextmanager
+def hold(settings: Settings, name: str, *, wait_seconds: float = 0.0, purpose: str = "") -> Iterator[None]:
+    """Hold the lock ``name`` for the block; wait up to ``wait_seconds`` for it, then raise LockBusyError.
+
+    The holder writes what it is doing into the lock file, so the error can say who is in the way.
+    """
+    path = lock_path(settings, name)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle = path.open("a+")
+    deadline = time.monotonic() + wait_seconds
+    delay = 0.05
+    while True:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            break
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                handle.seek(0)
+                holder = handle.read().strip() or "another run"
+                handle.close()
+                raise LockBusyError(f"the {name} lock is held by {holder} ({path})") from None
+            time.sleep(delay)
+            delay = min(delay * 2, 1.0)
+    try:
+        handle.seek(0)
+        handle.truncate()
+        handle.write(purpose or name)
+        handle.flush()
+        yield
+    finally:
+        fcntl.flock(handle, fcntl.LOCK_UN)
+        handle.close()
+
+
+@contextmanager
+def hold_all(settings: Settings, names: list[str], *, wait_seconds: float = 0.0, purpose: str = "") -> Iterator[None]:
+    """Hold several locks at once, always taken in the order given (callers pass one fixed order)."""
+    with ExitStack() as held:
+        for name in names:
+            held.enter_context(hold(settings, name, wait_seconds=wait_seconds, purpose=purpose))
+        yield
