@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
+from tests.ui_harness import DagsterUI
 from warehouse.settings import Settings
 
 
@@ -30,3 +31,10 @@ def settings(spark: SparkSession, tmp_path: Path) -> Settings:
     configured = replace(Settings.from_env(), home=tmp_path / "home")
     configured.ensure_home()
     return configured
+
+
+@pytest.fixture(scope="session")
+def dagster_ui(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DagsterUI]:
+    """The Dagster UI as `make ui` starts it (webserver + daemon, own homes, free port); stopped at the end."""
+    with DagsterUI.start(tmp_path_factory.mktemp("dagster-ui")) as ui:
+        yield ui
