@@ -9,8 +9,8 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from orchestration import definitions, ingest
-from orchestration.resources import LakehouseResource
+from orchestration import definitions, streams
+from orchestration.resources import lakehouse_resource
 from transforms.landing import place_in_landing
 from warehouse.catalog import user_spend_table
 
@@ -65,11 +65,9 @@ def test_dagster_definitions_validate_on_workspace(tmp_path: Path) -> None:
 def test_materialize_every_asset_with_real_resources(spark, settings) -> None:
     place_in_landing(settings, "seed.jsonl", lambda h: h.writelines(line + "\n" for line in SEED_EXAMPLE))
     defs = dg.Definitions.merge(
-        ingest.defs,
+        streams.defs,
         dg.Definitions(
-            jobs=[definitions.all_assets_job],
-            resources={"lakehouse": LakehouseResource(home=str(settings.home))},
-            executor=dg.in_process_executor,
+            resources={"lakehouse": lakehouse_resource(str(settings.home))}, executor=dg.in_process_executor
         ),
     )
     with dg.DagsterInstance.ephemeral() as instance:

@@ -19,6 +19,36 @@ def delta_jars(settings: Settings) -> list[Path]:
     return jars
 
 
+def spark_conf(settings: Settings, app_name: str = "lakehouse") -> dict[str, str]:
+    """Every Spark setting of the lakehouse: the CLI's session and Dagster's PySparkResource both use it."""
+    scratch = settings.home / "spark"
+    return {
+        "spark.master": os.environ.get("LAKEHOUSE_SPARK_MASTER", "local[*]"),
+        "spark.app.name": app_name,
+        "spark.jars": ",".join(str(j) for j in delta_jars(settings)),
+        "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
+        "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+        "spark.sql.session.timeZone": "UTC",
+        "spark.sql.shuffle.partitions": str(settings.shuffle_partitions),
+        "spark.default.parallelism": str(max(2, settings.shuffle_partitions)),
+        "spark.driver.memory": settings.driver_memory,
+        "spark.ui.enabled": str(settings.spark_ui).lower(),
+        "spark.ui.showConsoleProgress": "false",
+        "spark.driver.bindAddress": "127.0.0.1",
+        "spark.driver.host": "127.0.0.1",
+        # Spark's Python workers start this interpreter; without it they would pick python3 from PATH.
+        "spark.pyspark.python": os.environ.get("PYSPARK_PYTHON", sys.executable),
+        "spark.local.dir": str(scratch / "tmp"),
+        "spark.sql.warehouse.dir": str(scratch / "warehouse"),
+        "spark.driver.extraJavaOptions": f"-Dderby.system.home={scratch / 'derby'}",
+        "spark.sql.streaming.stopGracefullyOnShutdown": "true",
+        # Small tables: keep Delta's log replay and stats collection cheap.
+        "spark.databricks.delta.snapshotPartitions": "2",
+        "spark.databricks.delta.autoCompact.enabled": "false",
+        "spark.sql.adaptive.enabled": "true",
+    }
+
+
 def spark_session(settings: Settings, app_name: str = "lakehouse") -> SparkSession:
     """Return the process's SparkSession, building it with Delta configured if none exists yet.
 
@@ -28,34 +58,12 @@ def spark_session(settings: Settings, app_name: str = "lakehouse") -> SparkSessi
     active = SparkSession.getActiveSession()
     if active is not None:
         return active
-    # Spark's Python workers start the interpreter named here; without it they would pick python3 from PATH.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     settings.ensure_home()
-    scratch = settings.home / "spark"
-    builder = (
-        SparkSession.builder.master(os.environ.get("LAKEHOUSE_SPARK_MASTER", "local[*]"))
-        .appName(app_name)
-        .config("spark.jars", ",".join(str(j) for j in delta_jars(settings)))
-        .config("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension")
-        .config("spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog")
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.sql.shuffle.partitions", str(settings.shuffle_partitions))
-        .config("spark.default.parallelism", str(max(2, settings.shuffle_partitions)))
-        .config("spark.driver.memory", settings.driver_memory)
-        .config("spark.ui.enabled", str(settings.spark_ui).lower())
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.local.dir", str(scratch / "tmp"))
-        .config("spark.sql.warehouse.dir", str(scratch / "warehouse"))
-        .config("spark.driver.extraJavaOptions", f"-Dderby.system.home={scratch / 'derby'}")
-        .config("spark.sql.streaming.stopGracefullyOnShutdown", "true")
-        # Small tables: keep Delta's log replay and stats collection cheap.
-        .config("spark.databricks.delta.snapshotPartitions", "2")
-        .config("spark.databricks.delta.autoCompact.enabled", "false")
-        .config("spark.sql.adaptive.enabled", "true")
-    )
+    builder = SparkSession.builder
+    for key, value in spark_conf(settings, app_name).items():
+        builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark

@@ -5,9 +5,10 @@ one readable line naming the variable (:class:`SettingsError`).
 """
 
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import date, timedelta
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -38,6 +39,8 @@ class Settings:
     driver_memory: str = "4g"
     spark_ui: bool = False
     jars_dir: Path = DEFAULT_JARS_DIR
+    reconcile_cron: str = "*/15 * * * *"
+    sweep_start_date: date = date(2024, 1, 1)
 
     @property
     def window(self) -> timedelta:
@@ -93,6 +96,8 @@ class Settings:
             driver_memory=_memory(env, "LAKEHOUSE_DRIVER_MEMORY", cls.driver_memory),
             spark_ui=_boolean(env, "LAKEHOUSE_SPARK_UI", cls.spark_ui),
             jars_dir=Path(env.get("LAKEHOUSE_JARS_DIR") or DEFAULT_JARS_DIR).expanduser().resolve(),
+            reconcile_cron=_cron(env, "LAKEHOUSE_RECONCILE_CRON", cls.reconcile_cron),
+            sweep_start_date=_date(env, "LAKEHOUSE_SWEEP_START_DATE", cls.sweep_start_date),
         )
         if (24 * 60) % settings.window_minutes:
             raise SettingsError(
@@ -155,3 +160,21 @@ def _memory(env: Mapping[str, str], name: str, default: str) -> str:
     if not raw[:-1].isdigit() or raw[-1] not in "mg":
         raise SettingsError(f"{name} must look like 512m or 4g, got {raw!r}")
     return raw
+
+
+def _cron(env: Mapping[str, str], name: str, default: str) -> str:
+    raw = (env.get(name) or default).strip()
+    fields = raw.split()
+    if len(fields) != 5 or not all(re.fullmatch(r"[0-9*/,-]+", f) for f in fields):
+        raise SettingsError(f"{name} must be a five-field cron expression such as '*/15 * * * *', got {raw!r}")
+    return " ".join(fields)
+
+
+def _date(env: Mapping[str, str], name: str, default: date) -> date:
+    raw = env.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    try:
+        return date.fromisoformat(raw.strip())
+    except ValueError:
+        raise SettingsError(f"{name} must be a date like 2024-01-01, got {raw!r}") from None

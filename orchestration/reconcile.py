@@ -1,0 +1,123 @@
+"""Late data, hands-free: the reconcile job, the late-data sensor, the safety-net schedule and the daily
+completeness sweep (a partitioned job over event dates, backfillable from the UI).
+
+All of them run ``transforms.streams.run_reconcile``, the same function as ``lakehouse reconcile``; the
+figures of every run go into the gold assets' materializations (late events folded, keys recomputed,
+corrections written, seconds), so the UI plots them.
+"""
+
+from datetime import date
+
+import dagster as dg
+from deltalake import DeltaTable
+from deltalake.exceptions import TableNotFoundError
+
+from orchestration.resources import LakehouseResource
+from orchestration.streams import GOLD, asset_key
+from transforms.streams import StageReport, run_reconcile
+from warehouse.catalog import GOLD_CORRECTIONS, SILVER_LATE_EVENTS
+from warehouse.settings import Settings
+
+SETTINGS = Settings.from_env()
+
+
+def _report_materializations(context: dg.OpExecutionContext, reports: list[StageReport], cause: str) -> None:
+    late = sum(r.figures.get("late_events", 0) for r in reports)
+    recomputed = sum(r.figures.get("keys_recomputed", 0) for r in reports)
+    changed = sum(r.figures.get("keys_changed", 0) for r in reports)
+    seconds = round(sum(r.seconds for r in reports), 3)
+    context.log.info(f"{cause}: late events {late}, keys recomputed {recomputed}, corrections {changed}")
+    metadata = {
+        "late_events_folded": late,
+        "keys_recomputed": recomputed,
+        "corrections_written": changed,
+        "reconcile_seconds": seconds,
+        "cause": cause,
+    }
+    # A run that changed gold materializes it; one that found nothing to do is still recorded, as an observation.
+    for table in (GOLD, GOLD_CORRECTIONS):
+        if changed:
+            context.log_event(dg.AssetMaterialization(asset_key=asset_key(table), metadata=metadata))
+        else:
+            context.log_event(dg.AssetObservation(asset_key=asset_key(table), metadata=metadata))
+
+
+@dg.op(pool="lakehouse_gold", out=dg.Out(dg.Nothing))
+def fold_late_events(context: dg.OpExecutionContext, lakehouse: LakehouseResource) -> None:
+    """Fold every late event not folded yet into gold (only the affected windows)."""
+    reports = run_reconcile(lakehouse.spark(), lakehouse.settings())
+    _report_materializations(context, reports, "late_events")
+
+
+@dg.job(description="Fold late events into gold: recompute only the affected windows from silver.")
+def reconcile_job() -> None:
+    fold_late_events()
+
+
+def late_events_version(settings: Settings) -> int | None:
+    """silver.late_events' Delta version, read without Spark (the sensor runs in the daemon)."""
+    try:
+        return DeltaTable(str(SILVER_LATE_EVENTS.path(settings))).version()
+    except TableNotFoundError:
+        return None
+
+
+@dg.sensor(
+    job=reconcile_job,
+    minimum_interval_seconds=15,
+    default_status=dg.DefaultSensorStatus.STOPPED,
+    description="silver.late_events grew → a reconcile run. Cursor: the late_events version last seen.",
+)
+def late_data_sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult | dg.SkipReason:
+    """Compares silver.late_events' Delta version with the cursor: any new commit holds new late events."""
+    version = late_events_version(Settings.from_env())
+    if version is None:
+        return dg.SkipReason("silver.late_events does not exist yet")
+    seen = int(context.cursor) if context.cursor else 0
+    if version <= seen:
+        return dg.SkipReason(f"silver.late_events is at version {version}; nothing late since the last run")
+    return dg.SensorResult(
+        run_requests=[
+            dg.RunRequest(run_key=f"late_events:v{version}", tags={"lakehouse/late_events_version": str(version)})
+        ],
+        cursor=str(version),
+    )
+
+
+reconcile_schedule = dg.ScheduleDefinition(
+    name="reconcile_schedule",
+    job=reconcile_job,
+    cron_schedule=SETTINGS.reconcile_cron,
+    execution_timezone="UTC",
+    default_status=dg.DefaultScheduleStatus.STOPPED,
+    description=f"Safety net: reconcile on a cron ({SETTINGS.reconcile_cron}, LAKEHOUSE_RECONCILE_CRON).",
+)
+
+event_dates = dg.DailyPartitionsDefinition(start_date=SETTINGS.sweep_start_date.isoformat(), timezone="UTC")
+
+
+@dg.op(pool="lakehouse_gold", out=dg.Out(dg.Nothing))
+def sweep_event_date(context: dg.OpExecutionContext, lakehouse: LakehouseResource) -> None:
+    """Recompute every window of the partition's event date from silver; repair each difference."""
+    day = date.fromisoformat(context.partition_key)
+    reports = run_reconcile(lakehouse.spark(), lakehouse.settings(), [day])
+    _report_materializations(context, reports, f"completeness sweep {day}")
+
+
+@dg.job(partitions_def=event_dates, description="Completeness sweep: one event date per partition.")
+def completeness_sweep() -> None:
+    sweep_event_date()
+
+
+completeness_schedule = dg.build_schedule_from_partitioned_job(
+    completeness_sweep,
+    hour_of_day=2,
+    default_status=dg.DefaultScheduleStatus.STOPPED,
+    description="Every night, sweep the previous event date.",
+)
+
+defs = dg.Definitions(
+    jobs=[reconcile_job, completeness_sweep],
+    sensors=[late_data_sensor],
+    schedules=[reconcile_schedule, completeness_schedule],
+)

@@ -1,0 +1,139 @@
+"""Dagster automation with a real instance: sensor cursors, schedules, the reconcile and sweep jobs."""
+
+from datetime import UTC, datetime
+from decimal import Decimal
+
+import dagster as dg
+import pytest
+from pyspark.sql import functions as F
+
+from orchestration import definitions, reconcile, streams
+from orchestration.resources import lakehouse_resource
+from transforms.landing import place_in_landing
+from transforms.streams import run_once
+from warehouse.catalog import GOLD_CORRECTIONS, user_spend_table
+from warehouse.delta import read_table
+
+
+def land(settings, name: str, lines: list[str]) -> None:
+    place_in_landing(settings, name, lambda handle: handle.writelines(line + "\n" for line in lines))
+
+
+def event(event_id: str, user: str, when: str, amount: str) -> str:
+    return f'{{"event_id": "{event_id}", "user_id": "{user}", "event_time": "{when}", "amount": {amount}}}'
+
+
+@pytest.fixture
+def home_env(settings, monkeypatch):
+    """Sensors read LAKEHOUSE_HOME like the daemon does; point it at this test's home."""
+    monkeypatch.setenv("LAKEHOUSE_HOME", str(settings.home))
+    return settings
+
+
+def job_defs(settings) -> dg.Definitions:
+    return dg.Definitions.merge(
+        streams.defs,
+        reconcile.defs,
+        dg.Definitions(
+            resources={"lakehouse": lakehouse_resource(str(settings.home))}, executor=dg.in_process_executor
+        ),
+    )
+
+
+def test_landing_sensor_cursor_follows_arrivals(home_env) -> None:
+    settings = home_env
+    with dg.instance_for_test() as instance:
+        skipped = streams.landing_sensor(dg.build_sensor_context(instance=instance))
+        assert isinstance(skipped, dg.SkipReason) and "no new landing files" in skipped.skip_message
+
+        land(settings, "one.jsonl", [event("e1", "A", "2024-01-01T10:00:00Z", "1")])
+        land(settings, "two.jsonl", [event("e2", "A", "2024-01-01T10:01:00Z", "1")])
+        result = streams.landing_sensor(dg.build_sensor_context(instance=instance))
+        assert isinstance(result, dg.SensorResult)
+        assert len(result.run_requests) == 1
+        newest = sorted(p.name for p in settings.landing_dir.iterdir())[-1]
+        assert result.cursor == newest and newest.endswith("two.jsonl")
+
+        again = streams.landing_sensor(dg.build_sensor_context(instance=instance, cursor=result.cursor))
+        assert isinstance(again, dg.SkipReason) and newest in again.skip_message
+
+        land(settings, "three.jsonl", [event("e3", "A", "2024-01-01T10:02:00Z", "1")])
+        third = streams.landing_sensor(dg.build_sensor_context(instance=instance, cursor=result.cursor))
+        assert third.cursor.endswith("three.jsonl") and third.run_requests[0].run_key == f"landing:{third.cursor}"
+
+
+def test_late_data_sensor_then_reconcile_job_folds_the_seeds_example(spark, home_env) -> None:
+    settings = home_env
+    with dg.instance_for_test() as instance:
+        assert isinstance(reconcile.late_data_sensor(dg.build_sensor_context(instance=instance)), dg.SkipReason)
+        land(
+            settings,
+            "seeds.jsonl",
+            [
+                event("a1", "A", "2024-01-01T10:00:00Z", "5"),
+                event("b1", "B", "2024-01-01T10:02:00Z", "3"),
+                event("a2", "A", "2024-01-01T10:04:00Z", "2"),
+                event("b2", "B", "2024-01-01T10:06:00Z", "1"),
+            ],
+        )
+        run_once(spark, settings)
+        land(settings, "later.jsonl", [event("c1", "C", "2024-01-01T13:00:00Z", "4")])
+        run_once(spark, settings)
+        # The hours-later event moved the watermark, but nothing is late yet.
+        quiet = reconcile.late_data_sensor(dg.build_sensor_context(instance=instance))
+        assert isinstance(quiet, dg.SkipReason) and "nothing late" in quiet.skip_message
+        cursor = "0"
+
+        land(settings, "too-late.jsonl", [event("a3", "A", "2024-01-01T10:01:00Z", "1")])
+        run_once(spark, settings)
+        fired = reconcile.late_data_sensor(dg.build_sensor_context(instance=instance, cursor=cursor))
+        assert isinstance(fired, dg.SensorResult) and int(fired.cursor) > int(cursor)
+        assert fired.run_requests[0].run_key == f"late_events:v{fired.cursor}"
+
+        result = job_defs(settings).resolve_job_def("reconcile_job").execute_in_process(instance=instance)
+        assert result.success
+        materialized = [e for e in result.all_events if e.event_type_value == "ASSET_MATERIALIZATION"]
+        keys = {e.asset_key.to_user_string() for e in materialized}
+        assert keys == {"gold/user_spend_5m", "gold/corrections"}
+        metadata = materialized[0].event_specific_data.materialization.metadata
+        assert metadata["late_events_folded"].value == 1
+        assert metadata["corrections_written"].value == 1
+        assert "reconcile_seconds" in metadata
+
+    gold = read_table(spark, settings, user_spend_table(settings)).where(F.col("user_id") == "A").collect()
+    folded = next(r for r in gold if r.window_start.replace(tzinfo=UTC) == datetime(2024, 1, 1, 10, 0, tzinfo=UTC))
+    assert (folded.total_amount, folded.event_count) == (Decimal("8.00"), 3)
+    causes = [r.cause for r in read_table(spark, settings, GOLD_CORRECTIONS).collect()]
+    assert causes.count("reconciliation") == 1
+
+
+def test_completeness_sweep_partition_repairs_its_date(spark, home_env) -> None:
+    settings = home_env
+    land(settings, "day.jsonl", [event("d1", "D", "2024-01-02T08:00:00Z", "2.50")])
+    run_once(spark, settings)
+    gold_path = str(user_spend_table(settings).path(settings))
+    spark.sql(f"UPDATE delta.`{gold_path}` SET total_amount = 9.99")
+    with dg.instance_for_test() as instance:
+        job = job_defs(settings).resolve_job_def("completeness_sweep")
+        assert job.partitions_def.get_partition_keys()[0] == "2024-01-01"
+        result = job.execute_in_process(instance=instance, partition_key="2024-01-02")
+        assert result.success
+    row = read_table(spark, settings, user_spend_table(settings)).first()
+    assert (row.total_amount, row.event_count) == (Decimal("2.50"), 1)
+
+
+def test_schedules_target_the_reconcile_and_sweep_jobs() -> None:
+    defs = definitions.defs
+    schedule = defs.resolve_schedule_def("reconcile_schedule")
+    assert schedule.cron_schedule == "*/15 * * * *" and schedule.job_name == "reconcile_job"
+    with dg.instance_for_test() as instance:
+        context = dg.build_schedule_context(
+            instance=instance, scheduled_execution_time=datetime(2024, 1, 3, 2, 0, tzinfo=UTC)
+        )
+        requests = list(schedule.evaluate_tick(context).run_requests or [])
+        assert len(requests) == 1
+        sweep = defs.resolve_schedule_def("completeness_sweep_schedule")
+        nightly = list(sweep.evaluate_tick(context).run_requests or [])
+        assert [r.partition_key for r in nightly] == ["2024-01-02"]
+    sensors = {s.name for s in defs.sensors}
+    assert sensors == {"landing_sensor", "late_data_sensor"}
