@@ -48,6 +48,8 @@ class StageReport:
     batches: int = 0
     seconds: float = 0.0
     figures: dict[str, float] = field(default_factory=dict)
+    #: Called after every batch with the report and that batch's figures (progress bars).
+    listener: Callable[["StageReport", dict[str, float]], None] | None = field(default=None, repr=False)
 
     def add(self, batch_figures: dict[str, float], seconds: float) -> None:
         self.batches += 1
@@ -57,6 +59,8 @@ class StageReport:
                 self.figures[key] = value
             else:
                 self.figures[key] = self.figures.get(key, 0) + value
+        if self.listener:
+            self.listener(self, batch_figures)
 
 
 @dataclass(frozen=True)
@@ -188,15 +192,29 @@ def start_stage(
     return stream.start()
 
 
-def prepare(spark: SparkSession, settings: Settings) -> None:
+def swap_marker(settings: Settings) -> Path:
+    """Exists while a replay swaps tables and checkpoints; no stream may start meanwhile."""
+    return settings.home / "replay" / "SWAP_IN_PROGRESS"
+
+
+def prepare(spark: SparkSession, settings: Settings, allow_interrupted_swap: bool = False) -> None:
     """Create the home's folders and every catalog table that does not exist yet."""
     settings.ensure_home()
+    if not allow_interrupted_swap and swap_marker(settings).exists():
+        raise RuntimeError(
+            "a replay was interrupted while swapping tables and checkpoints; run `lakehouse replay` to finish it"
+        )
     ensure_tables(spark, settings, all_tables(settings))
 
 
-def run_stage_once(spark: SparkSession, settings: Settings, stage: Stage) -> StageReport:
+def run_stage_once(
+    spark: SparkSession,
+    settings: Settings,
+    stage: Stage,
+    listener: Callable[[StageReport, dict[str, float]], None] | None = None,
+) -> StageReport:
     """Process everything available to one stage now, in bounded micro-batches, then return."""
-    report = StageReport(stage.name)
+    report = StageReport(stage.name, listener=listener)
     with stage_lock(settings, stage):
         query = start_stage(spark, settings, stage, report, once=True)
         query.awaitTermination()

@@ -1,0 +1,199 @@
+"""Kappa replay: rebuild silver, gold and the ops tables from bronze with the same streams, then swap.
+
+1. Under every stream's lock, the silver, gold and reconcile streams run on fresh checkpoints into
+   staging tables (``LAKEHOUSE_HOME/replay/<stamp>``), reading the live bronze.
+2. Each live table's content is replaced by its staging twin in one Delta commit (readers see the old or
+   the new table, never half of one; the old stays reachable by time travel). Gold keeps each key's
+   revision history: a key whose values changed gets revision + 1 and a ``replay`` correction.
+3. The stream checkpoints are reset to match: silver continues from the staging silver's position in
+   bronze; gold and reconcile start after the swap commits of their sources.
+
+A marker file spans the swap; while it exists every stream refuses to start, and a new replay (which
+derives everything from bronze again) completes the job.
+"""
+
+import json
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+
+from delta.tables import DeltaTable
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from transforms.reconcile import GOLD_LOCK, KEY
+from transforms.streams import (
+    RECONCILE_STAGE,
+    StageReport,
+    prepare,
+    reconcile_stage,
+    run_stage_once,
+    stages,
+    starting_version_file,
+    swap_marker,
+)
+from transforms.windows import consumption_metadata
+from warehouse.catalog import (
+    BRONZE_EVENTS,
+    GOLD_CORRECTIONS,
+    MONEY,
+    OPS_WATERMARKS,
+    SILVER_DUPLICATES,
+    SILVER_EVENTS,
+    SILVER_LATE_EVENTS,
+    SILVER_QUARANTINE,
+    Table,
+    user_spend_table,
+)
+from warehouse.delta import append_once, read_table, transaction_id
+from warehouse.locks import hold_all
+from warehouse.settings import Settings
+
+
+@dataclass
+class ReplayReport:
+    """What a replay rebuilt: per-stream figures, per-table rows swapped, gold keys it changed."""
+
+    stamp: str
+    streams: list[StageReport] = field(default_factory=list)
+    rows_swapped: dict[str, int] = field(default_factory=dict)
+    gold_keys_changed: int = 0
+    seconds: float = 0.0
+
+
+def run_replay(
+    spark: SparkSession,
+    settings: Settings,
+    from_version: int | None = None,
+    listener: Callable[[StageReport, dict[str, float]], None] | None = None,
+) -> ReplayReport:
+    """Rebuild every table downstream of bronze (from bronze version ``from_version`` on, else all of it)."""
+    started = time.monotonic()
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%f")
+    report = ReplayReport(stamp)
+    live_stages = [*stages(settings), reconcile_stage(settings)]
+    prepare(spark, settings, allow_interrupted_swap=True)
+    names = [stage.name for stage in live_stages] + [GOLD_LOCK]
+    with hold_all(settings, names, purpose="a replay"):
+        staging = replace(settings, home=settings.home / "replay" / stamp)
+        staging.ensure_home()
+        # The staging streams read the live bronze: same Delta table (same id), so the staging silver
+        # checkpoint stays valid once it replaces the live one.
+        bronze_link = BRONZE_EVENTS.path(staging)
+        bronze_link.parent.mkdir(parents=True, exist_ok=True)
+        bronze_link.symlink_to(BRONZE_EVENTS.path(settings), target_is_directory=True)
+        if from_version is not None:
+            starting_version_file(staging, "silver_events").write_text(str(from_version))
+        prepare(spark, staging)
+        for stage in [*stages(staging)[1:], reconcile_stage(staging)]:
+            report.streams.append(run_stage_once(spark, staging, stage, listener))
+
+        marker = swap_marker(settings)
+        marker.write_text(json.dumps({"stamp": stamp}))
+        _swap_tables(spark, settings, staging, report)
+        _reset_checkpoints(spark, settings, staging)
+        marker.unlink()
+        shutil.rmtree(staging.home, ignore_errors=True)
+    report.seconds = time.monotonic() - started
+    return report
+
+
+def _overwrite(
+    spark: SparkSession, content: DataFrame, settings: Settings, table: Table, app_id: str, metadata: dict | None = None
+) -> int:
+    """Replace the live table's rows with ``content`` in one commit; returns the commit's version."""
+    path = str(table.path(settings))
+    with transaction_id(spark, app_id, 0, metadata):
+        content.select(*table.column_names).write.format("delta").mode("overwrite").save(path)
+    return int(DeltaTable.forPath(spark, path).history(1).select("version").first()[0])
+
+
+def _swap_tables(spark: SparkSession, settings: Settings, staging: Settings, report: ReplayReport) -> None:
+    app_id = f"lakehouse:replay:{report.stamp}"
+    for table in (SILVER_EVENTS, SILVER_QUARANTINE, SILVER_DUPLICATES, SILVER_LATE_EVENTS, OPS_WATERMARKS):
+        content = read_table(spark, staging, table)
+        report.rows_swapped[table.name] = content.count()
+        version = _overwrite(spark, content, settings, table, app_id)
+        if table is SILVER_EVENTS:
+            silver_version = version
+
+    gold = user_spend_table(settings)
+    now = datetime.now(UTC)
+    live = read_table(spark, settings, gold).select(
+        *KEY,
+        F.col("window_end").alias("old_window_end"),
+        F.col("total_amount").alias("old_total_amount"),
+        F.col("event_count").alias("old_event_count"),
+        F.col("revision").alias("old_revision"),
+        F.col("is_final").alias("old_is_final"),
+        F.col("updated_at").alias("old_updated_at"),
+    )
+    rebuilt = read_table(spark, staging, gold)
+    joined = rebuilt.join(live, KEY, "full_outer")
+    differs = (
+        F.col("old_revision").isNull()
+        | F.col("revision").isNull()
+        | (F.col("total_amount") != F.col("old_total_amount"))
+        | (F.col("event_count") != F.col("old_event_count"))
+        | (F.col("is_final") != F.col("old_is_final"))
+    )
+    joined = joined.withColumn("changed", differs)
+    joined.persist()
+    try:
+        zero = F.lit(0).cast(MONEY)
+        corrections = joined.where("changed").select(
+            F.lit(gold.name).alias("table_name"),
+            *KEY,
+            F.coalesce("window_end", "old_window_end").alias("window_end"),
+            F.coalesce("old_total_amount", zero).alias("old_total_amount"),
+            F.coalesce("total_amount", zero).alias("new_total_amount"),
+            F.coalesce("old_event_count", F.lit(0).cast("long")).alias("old_event_count"),
+            F.coalesce("event_count", F.lit(0).cast("long")).alias("new_event_count"),
+            F.coalesce("old_is_final", F.lit(False)).alias("old_is_final"),
+            F.coalesce("is_final", F.lit(False)).alias("new_is_final"),
+            (F.coalesce("old_revision", F.lit(0)) + 1).cast("int").alias("revision"),
+            F.lit("replay").alias("cause"),
+            F.lit(now).cast("timestamp").alias("corrected_at"),
+            F.lit(None).cast("long").alias("gold_batch"),
+        )
+        report.gold_keys_changed = corrections.count()
+        if report.gold_keys_changed:
+            append_once(corrections, settings, GOLD_CORRECTIONS, app_id, 0)
+        # A key keeps its revision and time when the rebuild agrees with it, so readers see no change.
+        content = joined.where(F.col("revision").isNotNull()).select(
+            *KEY,
+            "window_end",
+            "total_amount",
+            "event_count",
+            F.when(F.col("changed"), F.coalesce("old_revision", F.lit(0)) + 1)
+            .otherwise(F.col("old_revision"))
+            .cast("int")
+            .alias("revision"),
+            "is_final",
+            F.when(F.col("changed"), F.lit(now).cast("timestamp"))
+            .otherwise(F.col("old_updated_at"))
+            .alias("updated_at"),
+        )
+        report.rows_swapped[gold.name] = content.count()
+        metadata = consumption_metadata(app_id, 0, silver_version)
+        _overwrite(spark, content, settings, gold, app_id, metadata)
+    finally:
+        joined.unpersist()
+
+
+def _reset_checkpoints(spark: SparkSession, settings: Settings, staging: Settings) -> None:
+    """Silver continues where the staging silver stopped in bronze; gold and reconcile start after the swap."""
+    gold_stage = stages(settings)[2].name
+    retired = staging.home / "retired-checkpoints"
+    retired.mkdir(parents=True, exist_ok=True)
+    for name in ("silver_events", gold_stage, RECONCILE_STAGE):
+        live = settings.checkpoints_dir / name
+        if live.exists():
+            shutil.move(str(live), str(retired / name))
+        starting_version_file(settings, name).unlink(missing_ok=True)
+    shutil.move(str(staging.checkpoints_dir / "silver_events"), str(settings.checkpoints_dir / "silver_events"))
+    for name, source in ((gold_stage, SILVER_EVENTS), (RECONCILE_STAGE, SILVER_LATE_EVENTS)):
+        version = int(DeltaTable.forPath(spark, str(source.path(settings))).history(1).select("version").first()[0])
+        starting_version_file(settings, name).write_text(str(version + 1))
