@@ -1,20 +1,57 @@
 #!/usr/bin/env bash
-# The demo: a few thousand synthetic events (duplicates, disorder, late and invalid lines) through
-# bronze, silver and gold once, then the catalog and the first gold rows.
+# The demo: the late-data loop, twice.
+#  1. The seeds' running example: windows, a far-later event that moves the watermark, a too-late event
+#     set aside in silver.late_events, then `lakehouse reconcile` folding it in (with its correction row).
+#  2. A generated stream (duplicates, disorder, late and invalid lines) arriving in two rounds, so the
+#     watermark moves between them and far-behind events are set aside; reconcile folds them all in.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$(pwd)/.venv/bin:$PATH"
 export PYSPARK_PYTHON="$(pwd)/.venv/bin/python"
+base="${LAKEHOUSE_HOME:-$(pwd)/.lakehouse}"
+scratch=$(mktemp -d)
+trap 'rm -rf "$scratch"' EXIT
+say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 
-# 5000 events over ~40 minutes of event time in 8 files, two files per micro-batch: the watermark moves
-# between batches, so windows close and the far-behind events land in silver.late_events.
-export LAKEHOUSE_MAX_FILES_PER_TRIGGER="${LAKEHOUSE_MAX_FILES_PER_TRIGGER:-2}"
-lakehouse generate --events 5000 --users 40 --rate 2 --files 8 --seed "${SEED:-$RANDOM}"
+export LAKEHOUSE_HOME="$base/demo-seeds"
+rm -rf "$LAKEHOUSE_HOME"
+cat > "$scratch/first.jsonl" <<'JSON'
+{"event_id": "a1", "user_id": "A", "event_time": "2024-01-01T10:00:00Z", "amount": 5}
+{"event_id": "b1", "user_id": "B", "event_time": "2024-01-01T10:02:00Z", "amount": 3}
+{"event_id": "a2", "user_id": "A", "event_time": "2024-01-01T10:04:00Z", "amount": 2}
+{"event_id": "b2", "user_id": "B", "event_time": "2024-01-01T10:06:00Z", "amount": 1}
+{"event_id": "c1", "user_id": "C", "event_time": "2024-01-01T13:00:00Z", "amount": 4}
+JSON
+echo '{"event_id": "a3", "user_id": "A", "event_time": "2024-01-01T10:01:00Z", "amount": 1}' > "$scratch/too-late.jsonl"
+say "1. The seeds' example: A 10:00→5, B 10:02→3, A 10:04→2, B 10:06→1, and C at 13:00 (moves the watermark)"
+lakehouse ingest "$scratch/first.jsonl"
 lakehouse run --once
+say "Then the too-late event A 10:01→1: its window [10:00, 10:05) closed long ago"
+lakehouse ingest "$scratch/too-late.jsonl"
+lakehouse run --once
+lakehouse show gold.user_spend_5m
+lakehouse show silver.late_events
+say "lakehouse reconcile: recompute only (A, 10:00) from silver"
+lakehouse reconcile
+lakehouse show gold.user_spend_5m
+lakehouse show gold.corrections
+
+export LAKEHOUSE_HOME="$base"
+say "2. A generated stream in two rounds (home: $LAKEHOUSE_HOME)"
+LAKEHOUSE_HOME="$scratch/gen" lakehouse generate --events 5000 --users 40 --rate 2 --files 4 --late 0.03 \
+  --seed "${SEED:-$RANDOM}" > /dev/null
+files=("$scratch"/gen/landing/*.jsonl)
+lakehouse ingest "${files[@]:0:2}"
+lakehouse run --once
+lakehouse ingest "${files[@]:2}"
+lakehouse run --once
+lakehouse reconcile
 lakehouse tables
-lakehouse show gold.user_spend_5m --limit 15
+lakehouse show gold.user_spend_5m --limit 10
+lakehouse history gold.user_spend_5m --limit 8
 cat <<MSG
 
 Open the Dagster UI with:  make ui   (http://127.0.0.1:${DAGSTER_PORT:-3000})
-There, 'Materialize all' runs every stream once; each asset can also be materialized on its own.
+There, 'Materialize all' runs every stream once; turn on the sensors landing_sensor and late_data_sensor
+(Automation) and new landing files and late events are processed hands-free.
 MSG
