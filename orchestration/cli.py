@@ -2,6 +2,7 @@
 
 import json
 import sys
+import time
 from collections.abc import Callable
 from datetime import datetime
 from functools import wraps
@@ -157,6 +158,117 @@ def run(
     console.print(table)
 
 
+def _print_reports(reports: list, title: str) -> None:
+    table = RichTable("step", "batches", "seconds", "figures", title=title)
+    for report in reports:
+        figures = ", ".join(f"{k}={v:,.0f}" for k, v in report.figures.items() if k != "watermark")
+        table.add_row(report.name, str(report.batches), f"{report.seconds:.1f}", figures or "nothing new")
+    console.print(table)
+
+
+def _date_range(first: datetime | None, last: datetime | None, dates: list[datetime]) -> list:
+    from datetime import timedelta
+
+    chosen = {d.date() for d in dates}
+    if (first is None) != (last is None):
+        raise typer.BadParameter("--from-date and --to-date go together")
+    if first is not None and last is not None:
+        if last < first:
+            raise typer.BadParameter("--to-date is before --from-date")
+        day = first.date()
+        while day <= last.date():
+            chosen.add(day)
+            day += timedelta(days=1)
+    return sorted(chosen)
+
+
+@app.command()
+@_fails_in_one_line
+def reconcile(
+    date: Annotated[
+        list[datetime] | None,
+        typer.Option(
+            "--date",
+            help="Also recompute every window of this event date (repeatable).",
+            formats=["%Y-%m-%d"],
+            metavar="YYYY-MM-DD",
+        ),
+    ] = None,
+    from_date: Annotated[
+        datetime | None,
+        typer.Option(help="First event date of a range to recompute.", formats=["%Y-%m-%d"], metavar="YYYY-MM-DD"),
+    ] = None,
+    to_date: Annotated[
+        datetime | None,
+        typer.Option(help="Last event date (inclusive) of the range.", formats=["%Y-%m-%d"], metavar="YYYY-MM-DD"),
+    ] = None,
+) -> None:
+    """Fold late events into gold (only the affected windows); with dates, repair every window of them."""
+    from transforms.streams import run_reconcile
+    from warehouse.session import spark_session
+
+    dates = _date_range(from_date, to_date, date or [])
+    settings = _settings()
+    with console.status("starting Spark"):
+        spark = spark_session(settings)
+    with console.status("reconciling gold with silver"):
+        reports = run_reconcile(spark, settings, dates)
+    _print_reports(reports, "reconcile")
+
+
+@app.command()
+@_fails_in_one_line
+def replay(
+    from_version: Annotated[
+        int | None, typer.Option(help="Rebuild from the lines of this bronze version on (default: all of bronze).")
+    ] = None,
+) -> None:
+    """Rebuild silver, gold and ops tables from bronze with the same streams, then swap them in (Kappa)."""
+    from deltalake import DeltaTable
+    from rich.progress import TaskProgressColumn
+
+    from transforms.replay import run_replay
+    from warehouse.catalog import BRONZE_EVENTS
+    from warehouse.session import spark_session
+
+    settings = _settings()
+    if from_version is not None and from_version < 0:
+        raise typer.BadParameter("--from-version must be a bronze version (0 or more)")
+    bronze_rows = sum(
+        n or 0 for n in DeltaTable(str(BRONZE_EVENTS.path(settings))).get_add_actions(flatten=True)["num_records"]
+    )
+    with console.status("starting Spark"):
+        spark = spark_session(settings)
+    started = time.monotonic()
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        TaskProgressColumn(),
+        TextColumn("{task.completed:,.0f} lines · {task.fields[rate]:,.0f} lines/s"),
+        TimeElapsedColumn(),
+        console=console,
+    ) as progress:
+        task = progress.add_task("replaying bronze", total=bronze_rows or None, rate=0.0)
+
+        def advance(report, batch: dict[str, float]) -> None:
+            if report.name == "silver_events":
+                progress.advance(task, batch.get("rows_in", 0))
+                done = progress.tasks[0].completed
+                progress.update(task, rate=done / max(time.monotonic() - started, 1e-6))
+            else:
+                progress.update(task, description=f"replaying {report.name}")
+
+        result = run_replay(spark, settings, from_version, advance)
+    _print_reports(result.streams, "replay")
+    swapped = ", ".join(f"{name}={rows:,}" for name, rows in result.rows_swapped.items())
+    console.print(f"swapped in one commit each: {swapped}", highlight=False)
+    console.print(
+        f"gold keys changed by the replay: {result.gold_keys_changed:,} (logged as cause=replay); "
+        f"{result.seconds:.1f}s",
+        highlight=False,
+    )
+
+
 @app.command()
 @_fails_in_one_line
 def tables(
@@ -181,26 +293,170 @@ def tables(
     console.print(table)
 
 
+def _catalog_table(settings: Settings, name: str) -> Any:
+    from warehouse.catalog import table_by_name
+
+    try:
+        return table_by_name(settings, name)
+    except KeyError as error:
+        raise ValueError(error.args[0]) from None
+
+
+def _utc(moment: datetime) -> str:
+    """``2024-01-01 10:00:00`` in UTC, with milliseconds or microseconds only when there are any."""
+    from datetime import UTC
+
+    moment = moment.astimezone(UTC) if moment.tzinfo else moment
+    text = moment.strftime("%Y-%m-%d %H:%M:%S")
+    if moment.microsecond % 1000:
+        return f"{text}.{moment.microsecond:06d}"
+    return f"{text}.{moment.microsecond // 1000:03d}" if moment.microsecond else text
+
+
+def _cell(value: Any) -> Any:
+    """A value as printed: times in UTC (``2024-01-01 10:00:00``), exact decimals, ``null`` dimmed."""
+    from datetime import date
+    from decimal import Decimal
+
+    from rich.text import Text
+
+    if value is None:
+        return Text("null", style="dim")
+    if isinstance(value, datetime):
+        return Text(_utc(value))
+    if isinstance(value, date):
+        return Text(value.isoformat())
+    if isinstance(value, Decimal):
+        return Text(format(value, "f"))
+    if isinstance(value, bool):
+        return Text(str(value).lower())
+    return Text(str(value))
+
+
+def _print_records(columns: list[str], rows: list[list[Any]], fold: frozenset[str] = frozenset()) -> None:
+    """Rows as a table when every value (but those in ``fold``) fits the terminal whole, else one block per row.
+
+    No value is ever cut: key and time columns never wrap in the table, and a table too wide for the terminal
+    becomes a vertical listing (``column  value`` per line) where long values fold onto further lines.
+    """
+    from rich.cells import cell_len
+    from rich.text import Text
+
+    widths = [max([cell_len(c), *(row[i].cell_len for row in rows)]) for i, c in enumerate(columns)]
+    needed = sum(min(w, 12) if c in fold else w for c, w in zip(columns, widths, strict=True))
+    if needed + 3 * len(columns) + 1 <= console.width:
+        view = RichTable(highlight=False)
+        for column in columns:
+            view.add_column(column, no_wrap=column not in fold, overflow="fold")
+        for row in rows:
+            view.add_row(*row)
+        console.print(view)
+        return
+    for number, row in enumerate(rows, 1):
+        console.rule(Text(f"row {number}"), align="left", style="dim")
+        record = RichTable.grid(padding=(0, 2))
+        record.add_column(no_wrap=True, style="bold")
+        record.add_column(overflow="fold")
+        for column, value in zip(columns, row, strict=True):
+            record.add_row(Text(column), value)
+        console.print(record)
+
+
 @app.command()
 @_fails_in_one_line
 def show(
     table_name: Annotated[str, typer.Argument(metavar="TABLE", help="A table name such as gold.user_spend_5m.")],
-    limit: Annotated[int, typer.Option(help="Rows to print.")] = 20,
+    limit: Annotated[int, typer.Option(help="Rows to print (0: only the counts).")] = 20,
+    as_of: Annotated[
+        str | None,
+        typer.Option(
+            "--as-of",
+            metavar="VERSION|TIMESTAMP",
+            help="Time travel: a Delta version (see `history`) or an ISO time such as 2024-01-01T10:00:00Z "
+            "(UTC when it has no offset).",
+        ),
+    ] = None,
 ) -> None:
-    """Print the first rows of a table (ordered by its key when it has one)."""
-    from warehouse.catalog import table_by_name
-    from warehouse.inspect import read_rows
+    """Print a table's rows sorted by its key (arrival order when it has none); --as-of reads an older version."""
+    from rich.text import Text
 
+    from warehouse.inspect import ARRIVAL_ORDER, parse_as_of, read_snapshot
+
+    if limit < 0:
+        raise ValueError("--limit must be 0 or more")
+    target = None if as_of is None else parse_as_of(as_of)
     settings = _settings()
-    try:
-        table = table_by_name(settings, table_name)
-    except KeyError as error:
-        raise ValueError(error.args[0]) from None
-    columns, rows = read_rows(settings, table, limit)
-    view = RichTable(*columns, title=table.name)
-    for row in rows:
-        view.add_row(*("" if v is None else str(v) for v in row))
-    console.print(view)
+    table = _catalog_table(settings, table_name)
+    snapshot = read_snapshot(settings, table, limit, target)
+    if snapshot is None:
+        console.print(Text(f"{table.name} does not exist yet; `lakehouse run --once` creates it"))
+        return
+    latest = "latest" if snapshot.version == snapshot.latest_version else f"latest is {snapshot.latest_version}"
+    committed = "" if snapshot.committed_at is None else f", committed {_utc(snapshot.committed_at)} UTC"
+    console.print(Text(f"{table.name} at version {snapshot.version} ({latest}){committed}"))
+    _print_records(snapshot.columns, [[_cell(v) for v in row] for row in snapshot.rows])
+    if snapshot.by_key:
+        order = f"sorted by key {', '.join(snapshot.order_by)}"
+    else:
+        arrival = [c for c in snapshot.order_by if c in ARRIVAL_ORDER]
+        order = f"sorted by {', '.join(arrival)}, then the other columns" if arrival else "sorted by every column"
+    console.print(Text(f"{len(snapshot.rows):,} of {snapshot.total_rows:,} rows shown, {order}; times are UTC"))
+
+
+def _commit_time(moment: datetime | None) -> Any:
+    """A commit's time in UTC, always to the millisecond (Delta's precision), so the column lines up."""
+    from rich.text import Text
+
+    if moment is None:
+        return _cell(None)
+    return Text(f"{_utc(moment.replace(microsecond=0))}.{moment.microsecond // 1000:03d}")
+
+
+def _rows_text(rows: dict[str, int]) -> Any:
+    from rich.text import Text
+
+    if not rows:
+        return Text("-", style="dim")
+    return Text(", ".join(f"{n:,} {label}" for label, n in rows.items() if n) or "0")
+
+
+@app.command()
+@_fails_in_one_line
+def history(
+    table_name: Annotated[str, typer.Argument(metavar="TABLE", help="A table name such as gold.user_spend_5m.")],
+    limit: Annotated[int, typer.Option(help="Newest commits to list.")] = 20,
+    as_json: Annotated[bool, typer.Option("--json", help="Print only a JSON array, one object per commit.")] = False,
+) -> None:
+    """The table's Delta commits, newest first: version, time (UTC), operation and rows written or changed."""
+    from rich.text import Text
+
+    from warehouse.inspect import table_history
+
+    if limit < 1:
+        raise ValueError("--limit must be 1 or more")
+    settings = _settings()
+    table = _catalog_table(settings, table_name)
+    commits = table_history(settings, table, limit)
+    if as_json:
+        sys.stdout.write(json.dumps([c.as_json() for c in commits or []], indent=2) + "\n")
+        return
+    if commits is None:
+        console.print(Text(f"{table.name} does not exist yet; `lakehouse run --once` creates it"))
+        return
+    rows = [
+        [
+            Text(str(c.version)),
+            _commit_time(c.timestamp),
+            Text(c.operation),
+            _rows_text(c.rows),
+        ]
+        for c in commits
+    ]
+    console.print(Text(f"{table.name}: Delta commits, newest first"))
+    _print_records(["version", "time (UTC)", "operation", "rows"], rows, fold=frozenset({"rows"}))
+    newest = commits[0].version
+    if len(commits) == limit and commits[-1].version > 0:
+        console.print(Text(f"the {len(commits)} newest of {newest + 1} versions; --limit shows more"))
 
 
 def main() -> None:
