@@ -447,7 +447,7 @@ def history(
         [
             Text(str(c.version)),
             _commit_time(c.timestamp),
-            Text(c.operation),
+            Text(f"{c.operation} (overwrite)" if c.parameters.get("mode") == "Overwrite" else c.operation),
             _rows_text(c.rows),
         ]
         for c in commits

@@ -7,9 +7,10 @@ timestamps) costs more start-up time than the whole read.
 """
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from arro3.core import Table as ArrowTable
 from deltalake import DeltaTable, QueryBuilder
@@ -17,6 +18,8 @@ from deltalake.exceptions import TableNotFoundError
 
 from warehouse.catalog import Table, all_tables
 from warehouse.settings import Settings
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -163,12 +166,39 @@ def _commit(entry: dict[str, Any]) -> Commit:
     )
 
 
+class _TableMoved(Exception):
+    """A commit landed while a table's history was being read."""
+
+
+def _history(settings: Settings, table: Table, delta: DeltaTable, limit: int | None = None) -> list[Commit]:
+    """``delta.history(limit)`` with the right version numbers, or ``_TableMoved``.
+
+    delta-rs reads the newest commit files on disk but numbers them down from the version ``delta`` was
+    loaded at, so a commit landing in between (a running stream) would shift every label by one.
+    """
+    entries = delta.history(limit)
+    if (table.path(settings) / "_delta_log" / f"{delta.version() + 1:020d}.json").exists():
+        raise _TableMoved
+    return [_commit(entry) for entry in entries]
+
+
+def _retried(table: Table, read: Callable[[], T]) -> T:
+    for _ in range(5):
+        try:
+            return read()
+        except _TableMoved:
+            continue
+    raise LookupError(f"{table.name} kept changing while it was read; try again")
+
+
 def table_history(settings: Settings, table: Table, limit: int | None = None) -> list[Commit] | None:
     """The table's commits, newest first (at most ``limit``); None when the table does not exist yet."""
-    delta = open_table(settings, table)
-    if delta is None:
-        return None
-    return [_commit(entry) for entry in delta.history(limit)]
+
+    def read() -> list[Commit] | None:
+        delta = open_table(settings, table)
+        return None if delta is None else _history(settings, table, delta, limit)
+
+    return _retried(table, read)
 
 
 def parse_as_of(text: str) -> int | datetime:
@@ -188,8 +218,8 @@ def parse_as_of(text: str) -> int | datetime:
     return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
 
 
-def resolve_version(table: Table, delta: DeltaTable, as_of: int | datetime) -> int:
-    """The version ``as_of`` names: itself, or the last commit at or before a time (as Delta time travel does)."""
+def resolve_version(settings: Settings, table: Table, delta: DeltaTable, as_of: int | datetime) -> int:
+    """The version ``as_of`` names: itself, or the last commit at or before a time (the times ``history`` shows)."""
     latest = delta.version()
     if isinstance(as_of, int):
         if as_of > latest:
@@ -197,7 +227,9 @@ def resolve_version(table: Table, delta: DeltaTable, as_of: int | datetime) -> i
         return as_of
     if as_of > datetime.now(UTC):
         raise LookupError(f"--as-of {iso_utc(as_of)} is in the future")
-    commits = [c for c in map(_commit, delta.history()) if c.timestamp is not None]
+    commits = [c for c in _history(settings, table, delta) if c.timestamp is not None]
+    if not commits:
+        raise LookupError(f"{table.name} records no commit times, so it cannot be read as of a time")
     before = [c.version for c in commits if c.timestamp <= as_of]
     if not before:
         first = min(commits, key=lambda c: c.version)
@@ -244,15 +276,20 @@ def _query(query: QueryBuilder, sql: str) -> ArrowTable:
 
 def read_snapshot(settings: Settings, table: Table, limit: int, as_of: int | datetime | None = None) -> Snapshot | None:
     """The first ``limit`` rows of the table (latest or ``as_of``) in sort order; None when it does not exist yet."""
+    return _retried(table, lambda: _read_snapshot(settings, table, limit, as_of))
+
+
+def _read_snapshot(settings: Settings, table: Table, limit: int, as_of: int | datetime | None) -> Snapshot | None:
     delta = open_table(settings, table)
     if delta is None:
         if as_of is None:
             return None
-        raise LookupError(f"{table.name} does not exist yet, so it has no version {as_of}")
+        named = as_of if isinstance(as_of, int) else f"at {iso_utc(as_of)}"
+        raise LookupError(f"{table.name} does not exist yet, so it has no version {named}")
     latest = delta.version()
-    version = latest if as_of is None else resolve_version(table, delta, as_of)
-    history = delta.history(latest - version + 1)
-    committed_at = next((c.timestamp for c in map(_commit, history) if c.version == version), None)
+    version = latest if as_of is None else resolve_version(settings, table, delta, as_of)
+    history = _history(settings, table, delta, latest - version + 1)
+    committed_at = next((c.timestamp for c in history if c.version == version), None)
     if version != latest:
         try:
             delta = DeltaTable(str(table.path(settings)), version=version)
