@@ -8,7 +8,8 @@ waits until the code location ``lakehouse`` is loaded. Then:
 - ``wait_for(predicate, timeout, what)`` polls until ``predicate()`` is truthy (a runs or sensors check, say);
 - ``ui.screenshot(page_path, file, expect_text=..., expect_selector=...)`` opens the page in headless Chromium
   (Debian's ``/usr/bin/chromium`` through Playwright; never ``playwright install``), clicks away the first-visit
-  community dialog as a person would, waits for the expected content and saves a PNG under ``artifacts_dir()``;
+  community dialog as a person would, waits for the expected content, runs ``action(page)`` if given (a click on
+  a filter, say) and saves a PNG under ``artifacts_dir()``;
 - ``ui.page(page_path)`` gives the same ready Playwright page, to click through the UI;
 - ``ui.stop()`` (or leaving the ``with`` block) closes the browser and stops the whole process group.
 
@@ -381,16 +382,22 @@ class DagsterUI:
         expect_selector: Iterable[str] = (),
         timeout: float = 30,
         full_page: bool = False,
+        action: Callable[[Page], None] | None = None,
     ) -> Shot:
         """Open ``page_path`` as ``page()`` does, save it as ``artifacts_dir() / file`` and print the path.
 
-        When the page does not become ready the PNG is saved all the same (to see why), then the error raised.
+        ``action(page)``, when given, runs on the ready page before the shot: what a person clicks first (a
+        filter, a tab) and waits for. When the page does not become ready, or the action fails, the PNG is
+        saved all the same (to see why), then the error raised.
         """
         path = artifacts_dir() / file
         page = self._browser_context().new_page()
         try:
             try:
                 self._prepare(page, page_path, tuple(expect_text), tuple(expect_selector), timeout)
+                if action is not None:
+                    action(page)
+                    self._settle(page)
             finally:
                 page.screenshot(path=str(path), full_page=full_page)
                 print(f"[ui] screenshot of {page_path}: {path}")
