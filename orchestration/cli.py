@@ -4,7 +4,7 @@ import json
 import sys
 import time
 from collections.abc import Callable
-from datetime import datetime
+from datetime import datetime, timedelta
 from functools import wraps
 from pathlib import Path
 from typing import Annotated, Any
@@ -167,8 +167,6 @@ def _print_reports(reports: list, title: str) -> None:
 
 
 def _date_range(first: datetime | None, last: datetime | None, dates: list[datetime]) -> list:
-    from datetime import timedelta
-
     chosen = {d.date() for d in dates}
     if (first is None) != (last is None):
         raise typer.BadParameter("--from-date and --to-date go together")
@@ -224,19 +222,17 @@ def replay(
     ] = None,
 ) -> None:
     """Rebuild silver, gold and ops tables from bronze with the same streams, then swap them in (Kappa)."""
-    from deltalake import DeltaTable
     from rich.progress import TaskProgressColumn
 
     from transforms.replay import run_replay
     from warehouse.catalog import BRONZE_EVENTS
+    from warehouse.inspect import table_state
     from warehouse.session import spark_session
 
     settings = _settings()
     if from_version is not None and from_version < 0:
         raise typer.BadParameter("--from-version must be a bronze version (0 or more)")
-    bronze_rows = sum(
-        n or 0 for n in DeltaTable(str(BRONZE_EVENTS.path(settings))).get_add_actions(flatten=True)["num_records"]
-    )
+    bronze_rows = table_state(settings, BRONZE_EVENTS).rows
     with console.status("starting Spark"):
         spark = spark_session(settings)
     started = time.monotonic()

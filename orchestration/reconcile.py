@@ -21,18 +21,18 @@ from warehouse.settings import Settings
 SETTINGS = Settings.from_env()
 
 
-def _report_materializations(context: dg.OpExecutionContext, reports: list[StageReport], cause: str) -> None:
+def _report_materializations(context: dg.OpExecutionContext, reports: list[StageReport], kind: str) -> None:
     late = sum(r.figures.get("late_events", 0) for r in reports)
     recomputed = sum(r.figures.get("keys_recomputed", 0) for r in reports)
     changed = sum(r.figures.get("keys_changed", 0) for r in reports)
     seconds = round(sum(r.seconds for r in reports), 3)
-    context.log.info(f"{cause}: late events {late}, keys recomputed {recomputed}, corrections {changed}")
+    context.log.info(f"{kind}: late events {late}, keys recomputed {recomputed}, corrections {changed}")
     metadata = {
         "late_events_folded": late,
         "keys_recomputed": recomputed,
         "corrections_written": changed,
         "reconcile_seconds": seconds,
-        "cause": cause,
+        "reconcile_kind": kind,
     }
     # A run that changed gold materializes it; one that found nothing to do is still recorded, as an observation.
     for table in (GOLD, GOLD_CORRECTIONS):

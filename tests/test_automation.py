@@ -9,18 +9,10 @@ from pyspark.sql import functions as F
 
 from orchestration import definitions, reconcile, streams
 from orchestration.resources import lakehouse_resource
-from transforms.landing import place_in_landing
+from tests.lines import HOURS_LATER, SEEDS_EXAMPLE, TOO_LATE, event, land
 from transforms.streams import run_once
 from warehouse.catalog import GOLD_CORRECTIONS, user_spend_table
 from warehouse.delta import read_table
-
-
-def land(settings, name: str, lines: list[str]) -> None:
-    place_in_landing(settings, name, lambda handle: handle.writelines(line + "\n" for line in lines))
-
-
-def event(event_id: str, user: str, when: str, amount: str) -> str:
-    return f'{{"event_id": "{event_id}", "user_id": "{user}", "event_time": "{when}", "amount": {amount}}}'
 
 
 @pytest.fixture
@@ -66,25 +58,16 @@ def test_late_data_sensor_then_reconcile_job_folds_the_seeds_example(spark, home
     settings = home_env
     with dg.instance_for_test() as instance:
         assert isinstance(reconcile.late_data_sensor(dg.build_sensor_context(instance=instance)), dg.SkipReason)
-        land(
-            settings,
-            "seeds.jsonl",
-            [
-                event("a1", "A", "2024-01-01T10:00:00Z", "5"),
-                event("b1", "B", "2024-01-01T10:02:00Z", "3"),
-                event("a2", "A", "2024-01-01T10:04:00Z", "2"),
-                event("b2", "B", "2024-01-01T10:06:00Z", "1"),
-            ],
-        )
+        land(settings, "seeds.jsonl", SEEDS_EXAMPLE)
         run_once(spark, settings)
-        land(settings, "later.jsonl", [event("c1", "C", "2024-01-01T13:00:00Z", "4")])
+        land(settings, "later.jsonl", [HOURS_LATER])
         run_once(spark, settings)
         # The hours-later event moved the watermark, but nothing is late yet.
         quiet = reconcile.late_data_sensor(dg.build_sensor_context(instance=instance))
         assert isinstance(quiet, dg.SkipReason) and "nothing late" in quiet.skip_message
         cursor = "0"
 
-        land(settings, "too-late.jsonl", [event("a3", "A", "2024-01-01T10:01:00Z", "1")])
+        land(settings, "too-late.jsonl", [TOO_LATE])
         run_once(spark, settings)
         fired = reconcile.late_data_sensor(dg.build_sensor_context(instance=instance, cursor=cursor))
         assert isinstance(fired, dg.SensorResult) and int(fired.cursor) > int(cursor)

@@ -20,7 +20,7 @@ from deltalake import DeltaTable, write_deltalake
 from typer.testing import CliRunner, Result
 
 from orchestration.cli import app
-from transforms.landing import place_in_landing
+from tests.lines import land
 from transforms.streams import run_once
 from warehouse import inspect as reading
 from warehouse.catalog import SILVER_QUARANTINE, user_spend_table
@@ -299,10 +299,6 @@ def test_show_and_history_as_a_process_exit_cleanly(home: Settings, gold: str) -
         assert result.stderr == ""
         assert max(len(line.rstrip()) for line in result.stdout.splitlines()) <= 80
         assert "user-00001" in result.stdout or "MERGE" in result.stdout
-
-
-def land(settings: Settings, name: str, lines: list[str]) -> None:
-    place_in_landing(settings, name, lambda handle: handle.writelines(line + "\n" for line in lines))
 
 
 def test_show_and_history_of_tables_the_streams_wrote(spark, settings: Settings) -> None:

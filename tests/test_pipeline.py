@@ -7,7 +7,7 @@ from decimal import Decimal
 import duckdb
 from deltalake import DeltaTable
 
-from transforms.landing import place_in_landing
+from tests.lines import land
 from transforms.streams import run_once
 from transforms.synthetic import StreamSpec, generate_lines
 from warehouse.catalog import (
@@ -20,10 +20,6 @@ from warehouse.catalog import (
     user_spend_table,
 )
 from warehouse.delta import read_table, table_version
-
-
-def land(settings, name: str, lines: list[str]) -> None:
-    place_in_landing(settings, name, lambda handle: handle.writelines(line + "\n" for line in lines))
 
 
 def count(spark, settings, table) -> int:

@@ -5,8 +5,8 @@ from decimal import Decimal
 
 from pyspark.sql import functions as F
 
+from tests.lines import HOURS_LATER, SEEDS_EXAMPLE, TOO_LATE, event, land
 from tests.reference import landing_lines, window_totals
-from transforms.landing import place_in_landing
 from transforms.streams import completed_source_version, run_once, run_reconcile
 from transforms.synthetic import StreamSpec, generate_lines
 from warehouse.catalog import (
@@ -17,14 +17,6 @@ from warehouse.catalog import (
     user_spend_table,
 )
 from warehouse.delta import read_table, table_version
-
-
-def land(settings, name: str, lines: list[str]) -> None:
-    place_in_landing(settings, name, lambda handle: handle.writelines(line + "\n" for line in lines))
-
-
-def event(event_id: str, user: str, when: str, amount: str) -> str:
-    return f'{{"event_id": "{event_id}", "user_id": "{user}", "event_time": "{when}", "amount": {amount}}}'
 
 
 def gold_values(spark, settings) -> dict[tuple[str, datetime], tuple[Decimal, int]]:
@@ -40,20 +32,11 @@ def versions(spark, settings) -> dict[str, int | None]:
 
 def test_seeds_example_too_late_event_is_folded_in(spark, settings) -> None:
     """A 10:00→5, B 10:02→3, A 10:04→2, B 10:06→1; an event hours later; then the too-late A 10:01→1."""
-    land(
-        settings,
-        "first.jsonl",
-        [
-            event("a1", "A", "2024-01-01T10:00:00Z", "5"),
-            event("b1", "B", "2024-01-01T10:02:00Z", "3"),
-            event("a2", "A", "2024-01-01T10:04:00Z", "2"),
-            event("b2", "B", "2024-01-01T10:06:00Z", "1"),
-        ],
-    )
+    land(settings, "first.jsonl", SEEDS_EXAMPLE)
     run_once(spark, settings)
-    land(settings, "later.jsonl", [event("c1", "C", "2024-01-01T13:00:00Z", "4")])
+    land(settings, "later.jsonl", [HOURS_LATER])
     run_once(spark, settings)
-    land(settings, "too-late.jsonl", [event("a3", "A", "2024-01-01T10:01:00Z", "1")])
+    land(settings, "too-late.jsonl", [TOO_LATE])
     run_once(spark, settings)
 
     a_1000 = ("A", datetime(2024, 1, 1, 10, 0, tzinfo=UTC))

@@ -28,6 +28,7 @@ from transforms.windows import (
     assign_windows,
     closes_at,
     consumption_metadata,
+    correction_rows,
     latest_watermark,
 )
 from warehouse.catalog import (
@@ -181,20 +182,8 @@ def apply_repairs(
         changed = repairs.count()
         if not changed:
             return 0
-        corrections = repairs.select(
-            F.lit(gold.name).alias("table_name"),
-            *KEY,
-            "window_end",
-            "old_total_amount",
-            "new_total_amount",
-            "old_event_count",
-            "new_event_count",
-            "old_is_final",
-            "new_is_final",
-            "revision",
-            F.lit(cause).alias("cause"),
-            F.col("updated_at").alias("corrected_at"),
-            F.lit(None).cast("long").alias("gold_batch"),
+        corrections = correction_rows(
+            repairs.withColumns({"cause": F.lit(cause), "gold_batch": F.lit(None).cast("long")}), gold
         )
         append_once(corrections, settings, GOLD_CORRECTIONS, writer_id, batch_id)
         merge_once(

@@ -34,7 +34,7 @@ from transforms.streams import (
     starting_version_file,
     swap_marker,
 )
-from transforms.windows import consumption_metadata
+from transforms.windows import consumption_metadata, correction_rows
 from warehouse.catalog import (
     BRONZE_EVENTS,
     GOLD_CORRECTIONS,
@@ -143,8 +143,7 @@ def _swap_tables(spark: SparkSession, settings: Settings, staging: Settings, rep
     joined.persist()
     try:
         zero = F.lit(0).cast(MONEY)
-        corrections = joined.where("changed").select(
-            F.lit(gold.name).alias("table_name"),
+        changes = joined.where("changed").select(
             *KEY,
             F.coalesce("window_end", "old_window_end").alias("window_end"),
             F.coalesce("old_total_amount", zero).alias("old_total_amount"),
@@ -155,9 +154,10 @@ def _swap_tables(spark: SparkSession, settings: Settings, staging: Settings, rep
             F.coalesce("is_final", F.lit(False)).alias("new_is_final"),
             (F.coalesce("old_revision", F.lit(0)) + 1).cast("int").alias("revision"),
             F.lit("replay").alias("cause"),
-            F.lit(now).cast("timestamp").alias("corrected_at"),
+            F.lit(now).cast("timestamp").alias("updated_at"),
             F.lit(None).cast("long").alias("gold_batch"),
         )
+        corrections = correction_rows(changes, gold)
         report.gold_keys_changed = corrections.count()
         if report.gold_keys_changed:
             append_once(corrections, settings, GOLD_CORRECTIONS, app_id, 0)

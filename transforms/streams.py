@@ -25,7 +25,7 @@ from transforms.silver import refine_events
 from transforms.windows import update_windows
 from warehouse.catalog import BRONZE_EVENTS, SILVER_EVENTS, SILVER_LATE_EVENTS, all_tables, user_spend_table
 from warehouse.delta import ensure_tables
-from warehouse.locks import LockBusyError, hold, hold_all
+from warehouse.locks import hold, hold_all
 from warehouse.settings import Settings
 
 BatchFunction = Callable[[DataFrame, int, Settings, str], dict[str, float]]
@@ -36,8 +36,6 @@ GOLD_LOCK_WAIT_SECONDS = 600.0
 #: Delta sources admit whole commits in practice: a batch ending part-way through a commit would leave the
 #: gold stream unable to say which silver it reflects (and a split bronze commit could reorder arrivals).
 _DELTA_SOURCE_MAX_FILES = 1_000_000
-
-StreamBusyError = LockBusyError
 
 
 @dataclass

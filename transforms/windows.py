@@ -254,7 +254,12 @@ def _window_changes(
 
 
 def _corrections(changes: DataFrame, gold: Table) -> DataFrame:
-    return changes.where(F.col("old_revision").isNotNull()).select(
+    return correction_rows(changes.where(F.col("old_revision").isNotNull()), gold)
+
+
+def correction_rows(changes: DataFrame, gold: Table) -> DataFrame:
+    """gold.corrections rows from changes that carry keys, old/new values, revision, cause and gold_batch."""
+    return changes.select(
         F.lit(gold.name).alias("table_name"),
         "user_id",
         "window_start",
