@@ -161,7 +161,9 @@ def run(
 def _print_reports(reports: list, title: str) -> None:
     table = RichTable("step", "batches", "seconds", "figures", title=title)
     for report in reports:
-        figures = ", ".join(f"{k}={v:,.0f}" for k, v in report.figures.items() if k != "watermark")
+        # The seconds column already says how long the step took.
+        shown = {k: v for k, v in report.figures.items() if k not in ("watermark", "seconds")}
+        figures = ", ".join(f"{k}={v:,.0f}" for k, v in shown.items())
         table.add_row(report.name, str(report.batches), f"{report.seconds:.1f}", figures or "nothing new")
     console.print(table)
 
