@@ -1,12 +1,14 @@
 """Batch re-runs: a micro-batch replayed after a crash (at any write) changes no row of any table."""
 
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 from decimal import Decimal
 
+import pytest
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from transforms import reconcile
 from transforms.silver import refine_events
 from transforms.streams import prepare
 from transforms.windows import update_windows
@@ -23,6 +25,7 @@ from warehouse.catalog import (
     all_tables,
     user_spend_table,
 )
+from warehouse.delta import table_version
 from warehouse.settings import Settings
 
 Key = tuple[str, int]  # (user_id, window start in epoch seconds)
@@ -150,3 +153,86 @@ def test_batch_rerun_after_crash_writes_nothing_twice(spark: SparkSession, setti
     assert (late.event_id, late.amount, late.lateness_seconds) == ("a4", Decimal("10.00"), 17 * 60.0)
     causes = {(r.user_id, r.cause, r.revision) for r in read(spark, settings, GOLD_CORRECTIONS).select("*").collect()}
     assert causes == {("B", "stream_update", 2), ("A", "window_closed", 2)}
+
+
+# f. A reconcile killed between its two writes, or after both, ends exact when re-run.
+
+RECONCILER = "lakehouse:test:reconcile"
+
+
+def test_reconcile_rerun_after_crash_at_each_write_ends_exact(
+    spark: SparkSession, settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    prepare(spark, settings)
+
+    def stream_batch(batch_id: int, lines: list[str]) -> None:
+        refine_events(bronze_batch(spark, batch_id, lines), batch_id, settings, WRITER)
+        silver_version = table_version(spark, settings, SILVER_EVENTS)
+        update_windows(silver_batch(spark, settings, batch_id), batch_id, settings, WRITER, QUERY, silver_version)
+
+    # c1 moves the watermark to 10:28 (its time minus the delay), so a2 then arrives too late.
+    stream_batch(0, [event("a1", "A", "10:00", "5"), event("b1", "B", "10:02", "3"), event("c1", "C", "10:30", "1")])
+    stream_batch(1, [event("a2", "A", "10:04", "2")])
+    first_late = read(spark, settings, SILVER_LATE_EVENTS)
+    assert [r.event_id for r in first_late.collect()] == ["a2"]
+    first_late = spark.createDataFrame(first_late.collect(), SILVER_LATE_EVENTS.schema)  # batch 0, as Spark re-reads it
+
+    def a_1000() -> tuple:
+        row = (
+            read(spark, settings, user_spend_table(settings))
+            .where("user_id = 'A'")
+            .where(F.unix_seconds("window_start") == at(10, 0))
+            .first()
+        )
+        return (row.total_amount, row.event_count, row.revision)
+
+    def logged(user: str) -> list[tuple]:
+        rows = read(spark, settings, GOLD_CORRECTIONS).where(f"cause = 'reconciliation' AND user_id = '{user}'")
+        return sorted((r.revision, r.old_total_amount, r.new_total_amount) for r in rows.collect())
+
+    def crash(*_: object) -> None:
+        raise RuntimeError("killed")
+
+    # Killed before any write, then after the MERGE but before the log: gold is ahead of the log.
+    assert a_1000() == (Decimal("5.00"), 1, 1)
+    monkeypatch.setattr(reconcile, "_merge_repairs", crash)
+    with pytest.raises(RuntimeError, match="killed"):
+        reconcile.fold_late_events(first_late, 0, settings, RECONCILER)
+    monkeypatch.undo()
+    assert a_1000() == (Decimal("5.00"), 1, 1)
+    monkeypatch.setattr(reconcile, "_changes_in_commit", crash)
+    with pytest.raises(RuntimeError, match="killed"):
+        reconcile.fold_late_events(first_late, 0, settings, RECONCILER)
+    monkeypatch.undo()
+    assert a_1000() == (Decimal("7.00"), 2, 2)
+    assert logged("A") == []
+
+    # Before the re-run, another too-late event for the same window arrives: recomputing now would give 10.00,
+    # but the re-run logs what its MERGE did (5 → 7); the next batch then logs 7 → 10.
+    stream_batch(2, [event("a3", "A", "10:03", "3")])
+    figures = run_twice(spark, settings, lambda: reconcile.fold_late_events(first_late, 0, settings, RECONCILER))
+    assert figures["keys_changed"] == 1
+    assert a_1000() == (Decimal("7.00"), 2, 2)
+    assert logged("A") == [(2, Decimal("5.00"), Decimal("7.00"))]
+    second_late = read(spark, settings, SILVER_LATE_EVENTS).where("event_id = 'a3'")
+    run_twice(spark, settings, lambda: reconcile.fold_late_events(second_late, 1, settings, RECONCILER))
+    assert a_1000() == (Decimal("10.00"), 3, 3)
+    assert logged("A") == [(2, Decimal("5.00"), Decimal("7.00")), (3, Decimal("7.00"), Decimal("10.00"))]
+    assert rows_of(spark, settings, OPS_RECONCILIATIONS) == 2
+
+    # A date repair killed between its writes resumes under the same run number on the next run.
+    gold_path = str(user_spend_table(settings).path(settings))
+    spark.sql(f"UPDATE delta.`{gold_path}` SET total_amount = total_amount + 0.01 WHERE user_id = 'B'")
+    monkeypatch.setattr(reconcile, "_changes_in_commit", crash)
+    with pytest.raises(RuntimeError, match="killed"):
+        reconcile.repair_dates(spark, settings, [date(2024, 1, 1)])
+    monkeypatch.undo()
+    assert read(spark, settings, user_spend_table(settings)).where("user_id = 'B'").first().total_amount == Decimal(
+        "3.00"
+    )
+    assert logged("B") == []
+    assert reconcile.repair_dates(spark, settings, [date(2024, 1, 1)])["keys_changed"] == 1
+    assert logged("B") == [(2, Decimal("3.01"), Decimal("3.00"))]
+    before = snapshot(spark, settings)
+    assert reconcile.repair_dates(spark, settings, [date(2024, 1, 1)])["keys_changed"] == 0
+    assert snapshot(spark, settings) == before

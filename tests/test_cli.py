@@ -1,19 +1,23 @@
 """The `lakehouse` command line as a user runs it: real processes, real Spark, real Delta."""
 
+import itertools
 import json
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections import defaultdict
-from decimal import Decimal
 from pathlib import Path
 
 import pytest
 from deltalake import DeltaTable
 
+from tests.lines import land
 from tests.reference import distinct_valid_events, landing_lines, window_totals
+from transforms.synthetic import StreamSpec, generate_lines
+from warehouse.settings import Settings
 
 pytestmark = pytest.mark.slow
 
@@ -109,59 +113,132 @@ def _delta_rows(home: Path, layer: str, name: str) -> list[dict]:
     return DeltaTable(str(home / "tables" / layer / name)).to_pyarrow_table().to_pylist()
 
 
-def _gold_version(home: Path) -> int:
+def _gold_commits_by(home: Path, writer_prefix: str) -> int:
+    """Gold commits whose userMetadata names a writer starting with ``writer_prefix`` (stream or reconcile)."""
     try:
-        return DeltaTable(str(home / "tables" / "gold" / "user_spend_5m")).version()
+        history = DeltaTable(str(home / "tables" / "gold" / "user_spend_5m")).history()
     except Exception:
-        return -1
+        return 0
+    writers = [json.loads(c["userMetadata"]).get("writer", "") for c in history if c.get("userMetadata")]
+    return sum(w.startswith(writer_prefix) for w in writers)
 
 
-def test_sigkill_mid_stream_then_restart_ends_exact(tmp_path: Path) -> None:
-    """Kill -9 a continuous run mid-stream; the next run loses nothing and counts nothing twice."""
+def _late_events(home: Path) -> int:
+    try:
+        return (
+            DeltaTable(str(home / "tables" / "silver" / "late_events")).to_pyarrow_table(columns=["event_id"]).num_rows
+        )
+    except Exception:
+        return 0
+
+
+def test_sigkill_of_reconcile_and_of_stream_mid_run_then_restart_ends_exact(tmp_path: Path) -> None:
+    """SIGKILL a reconcile right after its first gold MERGE (before that batch's corrections) while
+    `run --continuous` writes gold from files that keep landing; rerun it beside the stream; then SIGKILL
+    the stream with a backlog in flight. After a restart and a reconcile, every table is exact and the
+    corrections log chains revision by revision."""
     home = tmp_path / "home"
-    generated = lakehouse(home, "generate", "--events", "20000", "--files", "40", "--seed", "3", "--users", "30")
-    assert generated.returncode == 0, generated.stderr
-    settings = {"LAKEHOUSE_MAX_FILES_PER_TRIGGER": "2", "LAKEHOUSE_TRIGGER_INTERVAL_SECONDS": "1"}
+    spec = StreamSpec(events=3000, users=8, rate=10.0, late_fraction=0.06, seed=8)
+    lines = list(generate_lines(spec))
+    parts = [lines[n * len(lines) // 12 : (n + 1) * len(lines) // 12] for n in range(12)]
+    settings = Settings.from_env({"LAKEHOUSE_HOME": str(home)})
+    for n in range(3):
+        land(settings, f"part-{n:02d}.jsonl", parts[n])
+    env_settings = {"LAKEHOUSE_MAX_FILES_PER_TRIGGER": "1", "LAKEHOUSE_TRIGGER_INTERVAL_SECONDS": "2"}
+    env = {**os.environ, "LAKEHOUSE_HOME": str(home), **env_settings}
     stream = subprocess.Popen(
-        [LAKEHOUSE, "run", "--continuous"],
-        env={**os.environ, "LAKEHOUSE_HOME": str(home), **settings},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+        [LAKEHOUSE, "run", "--continuous"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )
+    stop_feeding = threading.Event()
+
+    def feed() -> None:  # a file every few seconds, so the stream keeps writing gold beside the reconciles
+        for n in range(3, len(parts) - 3):  # the last three are kept for the backlog below
+            if stop_feeding.wait(4.0):
+                return
+            land(settings, f"part-{n:02d}.jsonl", parts[n])
+
+    feeder = threading.Thread(target=feed)
     try:
         deadline = time.monotonic() + 600
-        # Wait until gold has committed a batch, so the kill lands with work committed and work in flight.
-        while _gold_version(home) < 1 and time.monotonic() < deadline and stream.poll() is None:
+        while _late_events(home) == 0 and time.monotonic() < deadline and stream.poll() is None:
             time.sleep(0.5)
-        assert stream.poll() is None, "the continuous run ended on its own"
-        assert _gold_version(home) >= 1, "gold never advanced"
+        assert stream.poll() is None and _late_events(home) > 0, "no late event while the stream ran"
+        stream_commits = _gold_commits_by(home, "lakehouse:gold_")
+        feeder.start()
+
+        reconcile = subprocess.Popen(
+            [LAKEHOUSE, "reconcile"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+        )
+        while not _gold_commits_by(home, "lakehouse:reconcile_") and reconcile.poll() is None:
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        assert reconcile.poll() is None, f"reconcile ended before it could be killed: {reconcile.stderr.read()}"
+        reconcile.send_signal(signal.SIGKILL)
+        reconcile.wait(timeout=60)
+
+        rerun = lakehouse(home, "reconcile", **env_settings)
+        assert rerun.returncode == 0, rerun.stderr[-3000:]
+        assert stream.poll() is None, "the stream should still be running beside the reconciles"
+        assert _gold_commits_by(home, "lakehouse:gold_") > stream_commits, "the stream wrote no gold meanwhile"
+
+        # Then the stream is killed mid-run: the rest lands as a backlog, and the kill follows its first commit.
+        stop_feeding.set()
+        feeder.join()
+        for n, part in enumerate(parts):
+            if not any(home.joinpath("landing").glob(f"*part-{n:02d}.jsonl")):
+                land(settings, f"part-{n:02d}.jsonl", part)
+        bronze_before = len(_delta_rows(home, "bronze", "events"))
+        backlog_deadline = time.monotonic() + 120
+        while len(_delta_rows(home, "bronze", "events")) == bronze_before and time.monotonic() < backlog_deadline:
+            time.sleep(0.2)
     finally:
+        stop_feeding.set()
+        if feeder.is_alive():
+            feeder.join()
         stream.send_signal(signal.SIGKILL)
         stream.wait(timeout=60)
-    bronze_before = len(_delta_rows(home, "bronze", "events"))
+    assert len(_delta_rows(home, "bronze", "events")) < len(lines), "the kill should leave work in flight"
 
-    finished = lakehouse(home, "run", "--once", **settings)
-    assert finished.returncode == 0, finished.stderr[-3000:]
+    for command in (("run", "--once"), ("reconcile",)):
+        finished = lakehouse(home, *command, **env_settings)
+        assert finished.returncode == 0, finished.stderr[-3000:]
 
-    lines = landing_lines(home / "landing")
+    landed = landing_lines(home / "landing")
+    assert sorted(landed) == sorted(lines)
     bronze = _delta_rows(home, "bronze", "events")
-    assert bronze_before > 0, "the kill should land after some work was committed"
-    assert len(bronze) == len(lines)
-    assert len({(r["source_file"], r["source_line"]) for r in bronze}) == len(lines)
-
+    assert len(bronze) == len({(r["source_file"], r["source_line"]) for r in bronze}) == len(lines)
     silver = _delta_rows(home, "silver", "events")
     assert len(silver) == len({r["event_id"] for r in silver}) == distinct_valid_events(lines)
     quarantine = _delta_rows(home, "silver", "quarantine")
     duplicates = _delta_rows(home, "silver", "duplicates")
     assert len(silver) + len(quarantine) + len(duplicates) == len(bronze)
-
-    # Gold plus the late side output equals the independent reference, window by window, exactly.
-    combined: dict[tuple, list] = defaultdict(lambda: [Decimal("0.00"), 0])
-    for row in _delta_rows(home, "gold", "user_spend_5m"):
-        combined[(row["user_id"], row["window_start"])][0] += row["total_amount"]
-        combined[(row["user_id"], row["window_start"])][1] += row["event_count"]
-    for row in _delta_rows(home, "silver", "late_events"):
-        combined[(row["user_id"], row["window_start"])][0] += row["amount"]
-        combined[(row["user_id"], row["window_start"])][1] += 1
-    expected = window_totals(lines)
-    assert {k: tuple(v) for k, v in combined.items()} == expected
+    gold = _delta_rows(home, "gold", "user_spend_5m")
+    assert {(r["user_id"], r["window_start"]): (r["total_amount"], r["event_count"]) for r in gold} == window_totals(
+        landed
+    )
+    # Every change after a row's first write is logged once, in revision order, and the log chains: each
+    # correction's old values are the previous one's new values, and the last one's new values are gold's.
+    logged: dict[tuple, list[dict]] = defaultdict(list)
+    for row in _delta_rows(home, "gold", "corrections"):
+        logged[(row["user_id"], row["window_start"])].append(row)
+    causes = {row["cause"] for rows in logged.values() for row in rows}
+    assert "reconciliation" in causes
+    by_key = {(r["user_id"], r["window_start"]): r for r in gold}
+    for key, rows in logged.items():
+        rows.sort(key=lambda r: r["revision"])
+        revisions = [r["revision"] for r in rows]
+        assert revisions == list(range(revisions[0], revisions[0] + len(rows))), (key, revisions)
+        for before, after in itertools.pairwise(rows):
+            assert (after["old_total_amount"], after["old_event_count"]) == (
+                before["new_total_amount"],
+                before["new_event_count"],
+            ), key
+        last = rows[-1]
+        if key not in by_key:  # deleted: a window left without events
+            assert last["new_event_count"] == 0, key
+            continue
+        assert revisions[-1] == by_key[key]["revision"], key
+        assert (last["new_total_amount"], last["new_event_count"]) == (
+            by_key[key]["total_amount"],
+            by_key[key]["event_count"],
+        ), key

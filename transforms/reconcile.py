@@ -40,7 +40,15 @@ from warehouse.catalog import (
     Table,
     user_spend_table,
 )
-from warehouse.delta import append_once, commit_metadata, merge_once, read_table, transaction_version
+from warehouse.delta import (
+    Commit,
+    append_once,
+    commit_metadata,
+    find_commit,
+    merge_once,
+    read_table,
+    transaction_version,
+)
 from warehouse.settings import Settings
 
 #: The lock every read-modify-write of gold holds (window stream batches, reconciliation, replay swap).
@@ -166,36 +174,97 @@ def apply_repairs(
     spark: SparkSession,
     settings: Settings,
     repairs: DataFrame,
+    dates: Sequence[date],
     writer_id: str,
     batch_id: int,
     silver_version: int | None,
     cause: str = "reconciliation",
 ) -> int:
-    """Log every repair in gold.corrections, then MERGE it into gold; both exactly once per (writer, batch).
+    """MERGE the repairs into gold, then log what that commit changed in gold.corrections; each write
+    exactly once per (writer, batch). Returns the number of keys changed.
 
-    The corrections go first: a crash between the two leaves the log ahead of gold, and the re-run (same
-    transaction id) skips the log and applies the MERGE. Returns the number of keys changed.
+    The log is read back from the commit itself (gold at its version against the version before), not
+    from ``repairs``: a re-run after a crash between the two writes skips the MERGE and logs exactly what
+    it did, even though a recomputation now could differ (late events that arrived meanwhile).
     """
     gold = user_spend_table(settings)
-    repairs.persist()
+    commit = find_commit(spark, settings, gold, writer_id, batch_id)
+    if commit is None:
+        repairs.persist()
+        try:
+            if not repairs.count():
+                return 0
+            merge_once(
+                spark,
+                writer_id,
+                batch_id,
+                lambda: _merge_repairs(spark, settings, gold, repairs),
+                consumption_metadata(writer_id, batch_id, silver_version),
+            )
+        finally:
+            repairs.unpersist()
+        commit = find_commit(spark, settings, gold, writer_id, batch_id)
+        if commit is None:
+            raise ReconcileError(f"{gold.name} has no commit of {writer_id} batch {batch_id} after its MERGE")
+    corrections = _changes_in_commit(spark, settings, commit, dates, cause)
+    corrections.persist()
     try:
-        changed = repairs.count()
-        if not changed:
-            return 0
-        corrections = correction_rows(
-            repairs.withColumns({"cause": F.lit(cause), "gold_batch": F.lit(None).cast("long")}), gold
-        )
+        # Appended even when empty, so the log's transaction version keeps step with gold's.
         append_once(corrections, settings, GOLD_CORRECTIONS, writer_id, batch_id)
-        merge_once(
-            spark,
-            writer_id,
-            batch_id,
-            lambda: _merge_repairs(spark, settings, gold, repairs),
-            consumption_metadata(writer_id, batch_id, silver_version),
-        )
-        return changed
+        return corrections.count()
     finally:
-        repairs.unpersist()
+        corrections.unpersist()
+
+
+def _changes_in_commit(
+    spark: SparkSession, settings: Settings, commit: Commit, dates: Sequence[date], cause: str
+) -> DataFrame:
+    """gold.corrections rows for every gold key on ``dates`` that the commit inserted, updated or deleted."""
+    gold = user_spend_table(settings)
+    wanted = [d.isoformat() for d in dates]
+
+    def as_of(version: int) -> DataFrame:
+        return (
+            spark.read.format("delta")
+            .option("versionAsOf", version)
+            .load(str(gold.path(settings)))
+            .where(F.to_date("window_start").isin(wanted))
+        )
+
+    before = as_of(commit.version - 1).select(
+        *KEY,
+        F.col("window_end").alias("old_window_end"),
+        F.col("total_amount").alias("old_total_amount"),
+        F.col("event_count").alias("old_event_count"),
+        F.col("revision").alias("old_revision"),
+        F.col("is_final").alias("old_is_final"),
+    )
+    zero = F.lit(0).cast(MONEY)
+    no_events = F.lit(0).cast("long")
+    changed = (
+        as_of(commit.version)
+        .join(before, KEY, "full_outer")
+        .where(
+            F.col("revision").isNull() | F.col("old_revision").isNull() | (F.col("revision") != F.col("old_revision"))
+        )
+    )
+    return correction_rows(
+        changed.select(
+            *KEY,
+            F.coalesce("window_end", "old_window_end").alias("window_end"),
+            F.coalesce("old_total_amount", zero).alias("old_total_amount"),
+            F.coalesce("total_amount", zero).alias("new_total_amount"),
+            F.coalesce("old_event_count", no_events).alias("old_event_count"),
+            F.coalesce("event_count", no_events).alias("new_event_count"),
+            F.coalesce("old_is_final", F.lit(False)).alias("old_is_final"),
+            F.coalesce("is_final", "old_is_final").alias("new_is_final"),
+            F.coalesce("revision", F.col("old_revision") + 1).cast("int").alias("revision"),
+            F.lit(cause).alias("cause"),
+            F.coalesce("updated_at", F.lit(commit.timestamp).cast("timestamp")).alias("updated_at"),
+            F.lit(None).cast("long").alias("gold_batch"),
+        ),
+        gold,
+    )
 
 
 def _merge_repairs(spark: SparkSession, settings: Settings, gold: Table, repairs: DataFrame) -> None:
@@ -289,7 +358,7 @@ def fold_late_events(late: DataFrame, batch_id: int, settings: Settings, writer_
         )
         watermark = latest_watermark(spark, settings, _gold_query(settings))
         repairs = window_repairs(expected, current, settings, watermark, datetime.now(UTC))
-        changed = apply_repairs(spark, settings, repairs, writer_id, batch_id, silver_version)
+        changed = apply_repairs(spark, settings, repairs, dates, writer_id, batch_id, silver_version)
         figures = {
             "late_events": n_late,
             "keys_recomputed": keys.count(),
@@ -310,13 +379,13 @@ def fold_late_events(late: DataFrame, batch_id: int, settings: Settings, writer_
 
 
 def _next_run(settings: Settings, writer_id: str) -> int:
-    """The run number for ``writer_id``: a run whose corrections committed but whose MERGE did not is
-    resumed under its own number; otherwise one more than the last."""
-    logged = transaction_version(settings, GOLD_CORRECTIONS, writer_id)
+    """The run number for ``writer_id``: a run whose MERGE committed but whose log did not is resumed
+    under its own number; otherwise one more than the last."""
     merged = transaction_version(settings, user_spend_table(settings), writer_id)
-    last_logged = -1 if logged is None else logged
+    logged = transaction_version(settings, GOLD_CORRECTIONS, writer_id)
     last_merged = -1 if merged is None else merged
-    return last_logged if last_logged > last_merged else last_logged + 1
+    last_logged = -1 if logged is None else logged
+    return last_merged if last_merged > last_logged else last_merged + 1
 
 
 def repair_dates(spark: SparkSession, settings: Settings, dates: Sequence[date]) -> dict[str, float]:
@@ -339,7 +408,7 @@ def repair_dates(spark: SparkSession, settings: Settings, dates: Sequence[date])
         current = read_table(spark, settings, user_spend_table(settings)).where(F.to_date("window_start").isin(wanted))
         watermark = latest_watermark(spark, settings, _gold_query(settings))
         repairs = window_repairs(expected, current, settings, watermark, datetime.now(UTC))
-        changed = apply_repairs(spark, settings, repairs, writer_id, run, silver_version)
+        changed = apply_repairs(spark, settings, repairs, dates, writer_id, run, silver_version)
         figures = {"late_events": 0, "keys_recomputed": expected.count(), "keys_changed": changed}
     finally:
         expected.unpersist()

@@ -9,6 +9,8 @@ import json
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from delta.tables import DeltaTable
@@ -137,6 +139,33 @@ def commit_metadata(spark: SparkSession, settings: Settings, table: Table, key: 
             continue
         if isinstance(found, dict) and key in found:
             return found
+    return None
+
+
+@dataclass(frozen=True)
+class Commit:
+    """One Delta commit: its version and when it was committed."""
+
+    version: int
+    timestamp: datetime
+
+
+def find_commit(
+    spark: SparkSession, settings: Settings, table: Table, app_id: str, batch_id: int, depth: int = 1000
+) -> Commit | None:
+    """The commit that (app_id, batch_id) wrote to the table, found by the ``writer`` and ``batch`` its
+    ``userMetadata`` records (see ``transaction_id``); None when that batch has not committed there."""
+    committed = transaction_version(settings, table, app_id)
+    if committed is None or committed < batch_id:
+        return None
+    rows = DeltaTable.forPath(spark, str(table.path(settings))).history(depth)
+    for row in rows.select("version", "timestamp", "userMetadata").collect():
+        try:
+            found = json.loads(row.userMetadata or "null")
+        except ValueError:
+            continue
+        if isinstance(found, dict) and found.get("writer") == app_id and found.get("batch") == batch_id:
+            return Commit(int(row.version), row.timestamp)
     return None
 
 

@@ -13,6 +13,7 @@ import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
+from typing import IO
 
 from warehouse.settings import Settings
 
@@ -29,13 +30,36 @@ def lock_path(settings: Settings, name: str) -> Path:
 def hold(settings: Settings, name: str, *, wait_seconds: float = 0.0, purpose: str = "") -> Iterator[None]:
     """Hold the lock ``name`` for the block; wait up to ``wait_seconds`` for it, then raise LockBusyError.
 
-    The holder writes what it is doing into the lock file, so the error can say who is in the way.
+    Waiters queue at a turnstile (a second lock, ``<name>.turnstile``) before taking the lock itself, so
+    a holder that re-takes the lock back to back (a stream's batches) lets a waiter in between instead of
+    starving it. The holder writes what it is doing into the lock file, so the error can say who is in the way.
     """
+    deadline = time.monotonic() + wait_seconds
+    if wait_seconds > 0:
+        with _flock(settings, f"{name}.turnstile", deadline, purpose):
+            handle = _acquire(settings, name, deadline, purpose)
+    else:
+        handle = _acquire(settings, name, deadline, purpose)
+    try:
+        yield
+    finally:
+        _release(handle)
+
+
+@contextmanager
+def _flock(settings: Settings, name: str, deadline: float, purpose: str) -> Iterator[None]:
+    handle = _acquire(settings, name, deadline, purpose)
+    try:
+        yield
+    finally:
+        _release(handle)
+
+
+def _acquire(settings: Settings, name: str, deadline: float, purpose: str) -> IO[str]:
     path = lock_path(settings, name)
     path.parent.mkdir(parents=True, exist_ok=True)
     handle = path.open("a+")
-    deadline = time.monotonic() + wait_seconds
-    delay = 0.05
+    delay = 0.02
     while True:
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -45,18 +69,20 @@ def hold(settings: Settings, name: str, *, wait_seconds: float = 0.0, purpose: s
                 handle.seek(0)
                 holder = handle.read().strip() or "another run"
                 handle.close()
-                raise LockBusyError(f"the {name} lock is held by {holder} ({path})") from None
+                lock = name.removesuffix(".turnstile")
+                raise LockBusyError(f"the {lock} lock is held by {holder} ({lock_path(settings, lock)})") from None
             time.sleep(delay)
-            delay = min(delay * 2, 1.0)
-    try:
-        handle.seek(0)
-        handle.truncate()
-        handle.write(purpose or name)
-        handle.flush()
-        yield
-    finally:
-        fcntl.flock(handle, fcntl.LOCK_UN)
-        handle.close()
+            delay = min(delay * 2, 0.2)
+    handle.seek(0)
+    handle.truncate()
+    handle.write(purpose or name)
+    handle.flush()
+    return handle
+
+
+def _release(handle: IO[str]) -> None:
+    fcntl.flock(handle, fcntl.LOCK_UN)
+    handle.close()
 
 
 @contextmanager
