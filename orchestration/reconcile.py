@@ -49,38 +49,61 @@ def fold_late_events(context: dg.OpExecutionContext, lakehouse: LakehouseResourc
     _report_materializations(context, reports, "late_events")
 
 
-@dg.job(description="Fold late events into gold: recompute only the affected windows from silver.")
+@dg.job(
+    description="Fold late events into gold: recompute only the affected windows from silver.",
+    # Run retries (enabled in the instance config `make ui` writes): a failed fold is tried again.
+    tags={"dagster/max_retries": "2"},
+)
 def reconcile_job() -> None:
     fold_late_events()
 
 
-def late_events_version(settings: Settings) -> int | None:
-    """silver.late_events' Delta version, read without Spark (the sensor runs in the daemon)."""
+def late_events_state(settings: Settings) -> tuple[str, int] | None:
+    """silver.late_events' table id and Delta version, read without Spark (the sensor runs in the daemon)."""
     try:
-        return DeltaTable(str(SILVER_LATE_EVENTS.path(settings))).version()
+        table = DeltaTable(str(SILVER_LATE_EVENTS.path(settings)))
     except TableNotFoundError:
         return None
+    return table.metadata().id, table.version()
+
+
+def late_cursor(table_id: str, version: int) -> str:
+    """The late-data sensor's cursor: the version last seen, and of which table (a reset lakehouse
+    recreates silver.late_events under a new id, whose versions start again at 0)."""
+    return f"{version}@{table_id}"
 
 
 @dg.sensor(
     job=reconcile_job,
     minimum_interval_seconds=15,
     default_status=dg.DefaultSensorStatus.STOPPED,
-    description="silver.late_events grew → a reconcile run. Cursor: the late_events version last seen.",
+    description="silver.late_events grew → a reconcile run. Cursor: the late_events version last seen @ table id.",
 )
-def late_data_sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult | dg.SkipReason:
-    """Compares silver.late_events' Delta version with the cursor: any new commit holds new late events."""
-    version = late_events_version(Settings.from_env())
-    if version is None:
-        return dg.SkipReason("silver.late_events does not exist yet")
-    seen = int(context.cursor) if context.cursor else 0
+def late_data_sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult:
+    """Compares silver.late_events' Delta version with the cursor: any new commit holds new late events.
+
+    A failed reconcile run is retried by Dagster (the job's ``dagster/max_retries`` tag); the reconcile
+    schedule is the safety net after that.
+    """
+    state = late_events_state(Settings.from_env())
+    if state is None:
+        return dg.SensorResult(skip_reason="silver.late_events does not exist yet", cursor=context.cursor)
+    table_id, version = state
+    seen_version, _, seen_id = (context.cursor or "").partition("@")
+    # A new table starts from nothing seen; its version 0 is its creation, with no rows.
+    seen = int(seen_version) if seen_id == table_id else 0
+    cursor = late_cursor(table_id, max(seen, version))
     if version <= seen:
-        return dg.SkipReason(f"silver.late_events is at version {version}; nothing late since the last run")
+        return dg.SensorResult(
+            skip_reason=f"silver.late_events is at version {version}; nothing late since the last run", cursor=cursor
+        )
     return dg.SensorResult(
         run_requests=[
-            dg.RunRequest(run_key=f"late_events:v{version}", tags={"lakehouse/late_events_version": str(version)})
+            dg.RunRequest(
+                run_key=f"late_events:v{version}@{table_id}", tags={"lakehouse/late_events_version": str(version)}
+            )
         ],
-        cursor=str(version),
+        cursor=cursor,
     )
 
 

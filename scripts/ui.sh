@@ -18,6 +18,9 @@ concurrency:
     default_limit: 1
   runs:
     max_concurrent_runs: 4
+run_retries:
+  enabled: true
+  max_retries: 0
 YAML
 echo "Dagster UI: http://127.0.0.1:${DAGSTER_PORT:-3000}  (Ctrl-C stops it)"
 exec .venv/bin/dagster dev -w workspace.yaml -h 127.0.0.1 -p "${DAGSTER_PORT:-3000}"

@@ -57,21 +57,31 @@ def test_landing_sensor_cursor_follows_arrivals(home_env) -> None:
 def test_late_data_sensor_then_reconcile_job_folds_the_seeds_example(spark, home_env) -> None:
     settings = home_env
     with dg.instance_for_test() as instance:
-        assert isinstance(reconcile.late_data_sensor(dg.build_sensor_context(instance=instance)), dg.SkipReason)
+        missing = reconcile.late_data_sensor(dg.build_sensor_context(instance=instance))
+        assert "does not exist yet" in missing.skip_reason.skip_message and not missing.run_requests
         land(settings, "seeds.jsonl", SEEDS_EXAMPLE)
         run_once(spark, settings)
         land(settings, "later.jsonl", [HOURS_LATER])
         run_once(spark, settings)
         # The hours-later event moved the watermark, but nothing is late yet.
         quiet = reconcile.late_data_sensor(dg.build_sensor_context(instance=instance))
-        assert isinstance(quiet, dg.SkipReason) and "nothing late" in quiet.skip_message
-        cursor = "0"
+        assert "nothing late" in quiet.skip_reason.skip_message and not quiet.run_requests
+        cursor = quiet.cursor
+        table_id = cursor.partition("@")[2]
+        assert cursor == f"0@{table_id}"
 
         land(settings, "too-late.jsonl", [TOO_LATE])
         run_once(spark, settings)
         fired = reconcile.late_data_sensor(dg.build_sensor_context(instance=instance, cursor=cursor))
-        assert isinstance(fired, dg.SensorResult) and int(fired.cursor) > int(cursor)
+        version, _, same_table = fired.cursor.partition("@")
+        assert same_table == table_id and int(version) > 0
         assert fired.run_requests[0].run_key == f"late_events:v{fired.cursor}"
+        again = reconcile.late_data_sensor(dg.build_sensor_context(instance=instance, cursor=fired.cursor))
+        assert not again.run_requests and again.cursor == fired.cursor
+        # A cursor from a table that no longer exists (the lakehouse was reset, the instance kept) does not
+        # hide the new table's late events, even though its version number is higher.
+        stale = reconcile.late_data_sensor(dg.build_sensor_context(instance=instance, cursor="99@an-old-table"))
+        assert stale.run_requests and stale.cursor == fired.cursor
 
         result = job_defs(settings).resolve_job_def("reconcile_job").execute_in_process(instance=instance)
         assert result.success

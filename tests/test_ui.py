@@ -301,9 +301,10 @@ def test_sensors_run_the_streams_and_reconcile_late_data(dagster_ui: DagsterUI) 
     assert run_tag(second, "dagster/run_key") == f"landing:{too_late.name}"
     late_events = delta_rows(home / "tables" / "silver" / "late_events")
     assert [e["event_id"] for e in late_events] == ["a3"], late_events
-    late_version = DeltaTable(str(home / "tables" / "silver" / "late_events")).version()
+    late_table = DeltaTable(str(home / "tables" / "silver" / "late_events"))
+    late_cursor = f"{late_table.version()}@{late_table.metadata().id}"
     reconcile = wait_for_sensor_run(ui, job=RECONCILE_JOB, sensor=LATE_DATA_SENSOR, before=reconciles_before)
-    assert run_tag(reconcile, "dagster/run_key") == f"late_events:v{late_version}"
+    assert run_tag(reconcile, "dagster/run_key") == f"late_events:v{late_cursor}"
     reconciled = time.monotonic()
 
     # The sensors' ticks and cursors, as their pages show them.
@@ -312,8 +313,8 @@ def test_sensors_run_the_streams_and_reconcile_late_data(dagster_ui: DagsterUI) 
     assert successful_tick(landing, first["runId"])["cursor"] == seeds.name
     assert successful_tick(landing, second["runId"])["cursor"] == too_late.name
     late = sensor_state(ui, LATE_DATA_SENSOR)
-    assert late["typeSpecificData"]["lastCursor"] == str(late_version), describe_ticks(late)
-    assert successful_tick(late, reconcile["runId"])["cursor"] == str(late_version)
+    assert late["typeSpecificData"]["lastCursor"] == late_cursor, describe_ticks(late)
+    assert successful_tick(late, reconcile["runId"])["cursor"] == late_cursor
     print(f"[ui] {LANDING_SENSOR} ticks (latest, then those that requested runs):\n{describe_ticks(landing)}")
     print(f"[ui] {LATE_DATA_SENSOR} ticks (latest, then those that requested runs):\n{describe_ticks(late)}")
 
