@@ -25,6 +25,7 @@ ui: setup
 
 bench: setup
 	$(BIN)/python -m bench.run
+	$(BIN)/python -m bench.reconcile
 
 clean-home:
 	rm -rf .lakehouse
