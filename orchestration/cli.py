@@ -279,14 +279,18 @@ def tables(
     if as_json:
         sys.stdout.write(json.dumps([s.as_json() for s in states], indent=2) + "\n")
         return
-    table = RichTable("name", "layer", "version", "rows", "path", title="catalog")
+    home = _settings().home
+    table = RichTable("name", "layer", "version", "rows", title="catalog", caption=f"paths under {home}")
+    # Paths relative to the home, folded rather than cut, so an 80-column terminal shows them whole.
+    table.add_column("path", overflow="fold")
     for state in states:
+        path = Path(state.path)
         table.add_row(
             state.table.name,
             state.table.layer,
             "-" if state.version is None else str(state.version),
             "-" if state.rows is None else str(state.rows),
-            state.path,
+            str(path.relative_to(home)) if path.is_relative_to(home) else str(path),
         )
     console.print(table)
 

@@ -54,6 +54,16 @@ def test_tables_json_is_the_catalog(tmp_path: Path) -> None:
         assert Path(table["path"]).is_relative_to(tmp_path)
 
 
+def test_tables_shows_every_path_whole_in_80_columns(tmp_path: Path) -> None:
+    result = lakehouse(tmp_path, "tables", COLUMNS="80")
+    assert result.returncode == 0, result.stderr
+    assert max(len(line) for line in result.stdout.splitlines()) <= 80
+    assert "paths under" in result.stdout
+    for name in CONTRACT_TABLES:
+        layer, short = name.split(".")
+        assert f"tables/{layer}/{short}" in result.stdout, name
+
+
 @pytest.mark.parametrize(
     ("env", "needle"),
     [
