@@ -60,6 +60,8 @@ def spark_session(settings: Settings, app_name: str = "lakehouse") -> SparkSessi
         return active
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    # Spark binds to 127.0.0.1 (spark_conf); saying so up front also silences its loopback-address warnings.
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     settings.ensure_home()
     builder = SparkSession.builder
     for key, value in spark_conf(settings, app_name).items():
