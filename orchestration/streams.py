@@ -169,27 +169,47 @@ streams_job = dg.define_asset_job(
 
 def landing_files(settings: Settings) -> list[str]:
     """Names of the files Spark's file source reads, in arrival order (names start with an arrival stamp)."""
+    return [name for _, name in landing_arrivals(settings)]
+
+
+def landing_arrivals(settings: Settings) -> list[tuple[int, str]]:
+    """(modification time in ns, name) of every file Spark's file source reads, oldest first: its order."""
     if not settings.landing_dir.is_dir():
         return []
-    return sorted(p.name for p in settings.landing_dir.iterdir() if p.is_file() and not p.name.startswith((".", "_")))
+    found = []
+    for path in settings.landing_dir.iterdir():
+        if path.is_file() and not path.name.startswith((".", "_")):
+            found.append((path.stat().st_mtime_ns, path.name))
+    return sorted(found)
+
+
+def landing_cursor(arrival: tuple[int, str]) -> str:
+    """The landing sensor's cursor: the newest arrival seen, as ``<mtime ns>/<file name>``."""
+    return f"{arrival[0]}/{arrival[1]}"
 
 
 @dg.sensor(
     job=streams_job,
     minimum_interval_seconds=15,
     default_status=dg.DefaultSensorStatus.STOPPED,
-    description="New files in the landing zone → one run of the streams. Cursor: the last file name seen.",
+    description="New files in the landing zone → one run of the streams. Cursor: the newest arrival seen.",
 )
 def landing_sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult | dg.SkipReason:
-    """Files are named by arrival stamp, so 'new' is every name after the cursor."""
+    """'New' is every file that arrived after the cursor's, by modification time then name (the order
+    Spark's file source reads in), so a file copied in by hand under any name is seen too."""
     settings = Settings.from_env()
-    new = [name for name in landing_files(settings) if context.cursor is None or name > context.cursor]
+    seen: tuple[int, str] | None = None
+    if context.cursor:
+        stamp, _, name = context.cursor.partition("/")
+        seen = (int(stamp), name) if name and stamp.isdigit() else (0, context.cursor)
+    new = [arrival for arrival in landing_arrivals(settings) if seen is None or arrival > seen]
     if not new:
-        seen = f"since {context.cursor}" if context.cursor else "yet"
-        return dg.SkipReason(f"no new landing files in {settings.landing_dir} {seen}")
+        since = f"since {seen[1]}" if seen else "yet"
+        return dg.SkipReason(f"no new landing files in {settings.landing_dir} {since}")
+    cursor = landing_cursor(new[-1])
     return dg.SensorResult(
-        run_requests=[dg.RunRequest(run_key=f"landing:{new[-1]}", tags={"lakehouse/new_files": str(len(new))})],
-        cursor=new[-1],
+        run_requests=[dg.RunRequest(run_key=f"landing:{cursor}", tags={"lakehouse/new_files": str(len(new))})],
+        cursor=cursor,
     )
 
 

@@ -44,7 +44,8 @@ def test_landing_sensor_cursor_follows_arrivals(home_env) -> None:
         assert isinstance(result, dg.SensorResult)
         assert len(result.run_requests) == 1
         newest = sorted(p.name for p in settings.landing_dir.iterdir())[-1]
-        assert result.cursor == newest and newest.endswith("two.jsonl")
+        assert newest.endswith("two.jsonl")
+        assert result.cursor == f"{(settings.landing_dir / newest).stat().st_mtime_ns}/{newest}"
 
         again = streams.landing_sensor(dg.build_sensor_context(instance=instance, cursor=result.cursor))
         assert isinstance(again, dg.SkipReason) and newest in again.skip_message
@@ -52,6 +53,11 @@ def test_landing_sensor_cursor_follows_arrivals(home_env) -> None:
         land(settings, "three.jsonl", [event("e3", "A", "2024-01-01T10:02:00Z", "1")])
         third = streams.landing_sensor(dg.build_sensor_context(instance=instance, cursor=result.cursor))
         assert third.cursor.endswith("three.jsonl") and third.run_requests[0].run_key == f"landing:{third.cursor}"
+
+        # A file copied in by hand, under a name that sorts before every stamped one, is new too.
+        (settings.landing_dir / "0-copied-by-hand.jsonl").write_text(event("e4", "A", "2024-01-01T10:03:00Z", "1"))
+        copied = streams.landing_sensor(dg.build_sensor_context(instance=instance, cursor=third.cursor))
+        assert copied.cursor.endswith("/0-copied-by-hand.jsonl") and len(copied.run_requests) == 1
 
 
 def test_late_data_sensor_then_reconcile_job_folds_the_seeds_example(spark, home_env) -> None:

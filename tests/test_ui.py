@@ -288,7 +288,7 @@ def test_sensors_run_the_streams_and_reconcile_late_data(dagster_ui: DagsterUI) 
     # 2-3. The seeds land; the landing sensor's next tick runs the streams once.
     seeds = land(home, "seeds.jsonl", SEEDS)
     first = wait_for_sensor_run(ui, job=STREAMS_JOB, sensor=LANDING_SENSOR, before=runs_before)
-    assert run_tag(first, "dagster/run_key") == f"landing:{seeds.name}"
+    assert run_tag(first, "dagster/run_key") == f"landing:{seeds.stat().st_mtime_ns}/{seeds.name}"
     gold_path = home / "tables" / "gold" / "user_spend_5m"
     before_late = {(r["user_id"], utc(r["window_start"])): r for r in delta_rows(gold_path)}
     window = ("A", datetime(2024, 1, 1, 10, 0, tzinfo=UTC))
@@ -298,7 +298,7 @@ def test_sensors_run_the_streams_and_reconcile_late_data(dagster_ui: DagsterUI) 
     # 4. A 10:01 arrives after the watermark closed its window: set aside, then reconciled hands-free.
     too_late = land(home, "too-late.jsonl", TOO_LATE)
     second = wait_for_sensor_run(ui, job=STREAMS_JOB, sensor=LANDING_SENSOR, before=runs_before | {first["runId"]})
-    assert run_tag(second, "dagster/run_key") == f"landing:{too_late.name}"
+    assert run_tag(second, "dagster/run_key") == f"landing:{too_late.stat().st_mtime_ns}/{too_late.name}"
     late_events = delta_rows(home / "tables" / "silver" / "late_events")
     assert [e["event_id"] for e in late_events] == ["a3"], late_events
     late_table = DeltaTable(str(home / "tables" / "silver" / "late_events"))
@@ -309,9 +309,11 @@ def test_sensors_run_the_streams_and_reconcile_late_data(dagster_ui: DagsterUI) 
 
     # The sensors' ticks and cursors, as their pages show them.
     landing = sensor_state(ui, LANDING_SENSOR)
-    assert landing["typeSpecificData"]["lastCursor"] == too_late.name, describe_ticks(landing)
-    assert successful_tick(landing, first["runId"])["cursor"] == seeds.name
-    assert successful_tick(landing, second["runId"])["cursor"] == too_late.name
+    assert landing["typeSpecificData"]["lastCursor"] == f"{too_late.stat().st_mtime_ns}/{too_late.name}", (
+        describe_ticks(landing)
+    )
+    assert successful_tick(landing, first["runId"])["cursor"] == f"{seeds.stat().st_mtime_ns}/{seeds.name}"
+    assert successful_tick(landing, second["runId"])["cursor"] == f"{too_late.stat().st_mtime_ns}/{too_late.name}"
     late = sensor_state(ui, LATE_DATA_SENSOR)
     assert late["typeSpecificData"]["lastCursor"] == late_cursor, describe_ticks(late)
     assert successful_tick(late, reconcile["runId"])["cursor"] == late_cursor
