@@ -124,22 +124,26 @@ def retry_conflicts(write: Callable[[], None], attempts: int = 6, first_delay: f
             delay *= 2
 
 
-def commit_metadata(spark: SparkSession, settings: Settings, table: Table, key: str, depth: int = 200) -> dict | None:
-    """The newest ``userMetadata`` JSON among the table's last ``depth`` commits that carries ``key``."""
+def _commits_with_metadata(
+    spark: SparkSession, settings: Settings, table: Table, depth: int
+) -> Iterator[tuple[int, datetime, dict]]:
+    """(version, timestamp, userMetadata as a dict) of the table's last ``depth`` commits, newest first."""
     path = str(table.path(settings))
     if not DeltaTable.isDeltaTable(spark, path):
-        return None
-    rows = DeltaTable.forPath(spark, path).history(depth).select("version", "userMetadata").collect()
+        return
+    rows = DeltaTable.forPath(spark, path).history(depth).select("version", "timestamp", "userMetadata").collect()
     for row in sorted(rows, key=lambda r: r.version, reverse=True):
-        if not row.userMetadata:
-            continue
         try:
-            found = json.loads(row.userMetadata)
+            found = json.loads(row.userMetadata or "null")
         except ValueError:
             continue
-        if isinstance(found, dict) and key in found:
-            return found
-    return None
+        if isinstance(found, dict):
+            yield int(row.version), row.timestamp, found
+
+
+def commit_metadata(spark: SparkSession, settings: Settings, table: Table, key: str, depth: int = 200) -> dict | None:
+    """The newest ``userMetadata`` JSON among the table's last ``depth`` commits that carries ``key``."""
+    return next((found for _, _, found in _commits_with_metadata(spark, settings, table, depth) if key in found), None)
 
 
 @dataclass(frozen=True)
@@ -158,14 +162,9 @@ def find_commit(
     committed = transaction_version(settings, table, app_id)
     if committed is None or committed < batch_id:
         return None
-    rows = DeltaTable.forPath(spark, str(table.path(settings))).history(depth)
-    for row in rows.select("version", "timestamp", "userMetadata").collect():
-        try:
-            found = json.loads(row.userMetadata or "null")
-        except ValueError:
-            continue
-        if isinstance(found, dict) and found.get("writer") == app_id and found.get("batch") == batch_id:
-            return Commit(int(row.version), row.timestamp)
+    for version, timestamp, found in _commits_with_metadata(spark, settings, table, depth):
+        if found.get("writer") == app_id and found.get("batch") == batch_id:
+            return Commit(version, timestamp)
     return None
 
 
