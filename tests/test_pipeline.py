@@ -6,9 +6,11 @@ from decimal import Decimal
 
 import duckdb
 from deltalake import DeltaTable
+from pyspark.sql import functions as F
 
 from tests.lines import land
-from transforms.streams import run_once
+from transforms.bronze import LANDING_STAGE
+from transforms.streams import prepare, run_once, run_stage_once, stage_named
 from transforms.synthetic import StreamSpec, generate_lines
 from warehouse.catalog import (
     BRONZE_EVENTS,
@@ -139,3 +141,20 @@ def test_generated_stream_equals_duckdb_and_reruns_change_nothing(spark, setting
         arrow = DeltaTable(str(table.path(settings))).to_pyarrow_table()
         assert arrow.num_rows == count(spark, settings, table), table.name
         assert set(table.column_names) <= set(arrow.column_names), table.name
+
+
+def test_a_file_named_like_a_glob_does_not_make_spark_read_the_others_twice(spark, settings) -> None:
+    """SPARK-58518: a batch holding ``x[1].jsonl`` reads every other file of the batch twice."""
+    for name, rows in (("a.jsonl", 3), ("b.jsonl", 2), ("copied [1] {by hand}.jsonl", 1)):
+        path = settings.landing_dir / name
+        path.write_text("".join(f'{{"event_id": "{name}-{n}"}}\n' for n in range(rows)))
+    prepare(spark, settings)
+    run_stage_once(spark, settings, stage_named(settings, LANDING_STAGE))
+    per_file = {
+        r.source_file.rsplit("/", 1)[-1]: (r.rows, r.lines)
+        for r in read_table(spark, settings, BRONZE_EVENTS)
+        .groupBy("source_file")
+        .agg(F.count("*").alias("rows"), F.countDistinct("source_line").alias("lines"))
+        .collect()
+    }
+    assert per_file == {"a.jsonl": (3, 3), "b.jsonl": (2, 2), "copied%20%5B1%5D%20%7Bby%20hand%7D.jsonl": (1, 1)}

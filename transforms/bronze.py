@@ -3,9 +3,13 @@
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from transforms.landing import batch_has_glob_names
 from warehouse.catalog import BRONZE_EVENTS
 from warehouse.delta import append_once
 from warehouse.settings import Settings
+
+#: The landing → bronze stream's name (and checkpoint folder).
+LANDING_STAGE = "bronze_events"
 
 
 def land_lines(lines: DataFrame, batch_id: int, settings: Settings, writer_id: str) -> dict[str, float]:
@@ -14,6 +18,9 @@ def land_lines(lines: DataFrame, batch_id: int, settings: Settings, writer_id: s
     Time semantics: ``ingest_time`` is processing time, one instant per micro-batch; ``ingest_batch``
     orders arrivals across batches (a later batch arrived later), source position orders them within one.
     """
+    if batch_has_glob_names(settings.checkpoints_dir / LANDING_STAGE, batch_id):
+        # Spark read the batch's other files more than once (SPARK-58518); a line is received once.
+        lines = lines.dropDuplicates(["source_file", "source_line"])
     stamped = lines.withColumns(
         {
             "ingest_time": F.current_timestamp(),

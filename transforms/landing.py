@@ -1,12 +1,15 @@
 """Sources: the landing folder of JSON Lines files, read as a stream of raw lines with their position."""
 
+import json
 import os
+import re
 import shutil
 import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import IO
+from urllib.parse import unquote
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -65,6 +68,45 @@ def split_lines(files: DataFrame) -> DataFrame:
             F.lit(None).cast("long").alias("kafka_offset"),
         )
     )
+
+
+def _source_log(checkpoint: Path) -> dict[str, int]:
+    """Every file the landing stream's file source has taken, with its batch: the source's own log
+    (``sources/0``: a JSON line per file, compacted every few batches into ``N.compact``)."""
+    log = checkpoint / "sources" / "0"
+    if not log.is_dir():
+        return {}
+    taken: dict[str, int] = {}
+    for entry in log.iterdir():
+        if entry.name.startswith("."):
+            continue
+        for line in entry.read_text(encoding="utf-8").splitlines()[1:]:
+            if line.strip():
+                record = json.loads(line)
+                taken[record["path"]] = int(record["batchId"])
+    return taken
+
+
+def files_read(checkpoint: Path, last_batch: int) -> list[str]:
+    """Paths (as Spark's log names them, ``file:///…``) of the files the landing stream took in batches
+    up to ``last_batch``."""
+    return sorted(path for path, batch_id in _source_log(checkpoint).items() if batch_id <= last_batch)
+
+
+def batch_has_glob_names(checkpoint: Path, batch_id: int) -> bool:
+    """Whether a batch took a file whose name looks like a glob (``[``, ``{``, ``*``, ``?``).
+
+    Spark 4.1 reads every *other* file of such a batch more than once (SPARK-58518: with globbing
+    disabled, each glob-looking path adds the whole path list again), so the batch must be deduplicated.
+    """
+    return any(
+        _GLOB_CHARACTERS.search(unquote(path.rsplit("/", 1)[-1]))
+        for path, taken in _source_log(checkpoint).items()
+        if taken == batch_id
+    )
+
+
+_GLOB_CHARACTERS = re.compile(r"[\[\]{}*?\\]")
 
 
 _last_arrival_ms = 0

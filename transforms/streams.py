@@ -18,7 +18,7 @@ from pathlib import Path
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
-from transforms.bronze import land_lines
+from transforms.bronze import LANDING_STAGE, land_lines
 from transforms.landing import read_landing
 from transforms.reconcile import GOLD_LOCK, fold_late_events, repair_dates
 from transforms.silver import refine_events
@@ -112,6 +112,25 @@ def completed_source_version(checkpoint: Path, batch_id: int) -> int | None:
     return int(offset["reservoirVersion"]) - 1
 
 
+def committed_batches(checkpoint: Path) -> list[int]:
+    """The micro-batches a query has finished (its checkpoint's commit log), oldest first."""
+    commits = checkpoint / "commits"
+    if not commits.is_dir():
+        return []
+    return sorted(int(entry.name) for entry in commits.iterdir() if entry.name.isdigit())
+
+
+def consumed_source_version(checkpoint: Path) -> tuple[int, int] | None:
+    """(batch, version) of the newest finished batch that ended on a whole commit of its Delta source:
+    every source commit up to ``version`` is read and written by batches up to ``batch``. None when no
+    finished batch has read one whole commit yet."""
+    for batch_id in reversed(committed_batches(checkpoint)):
+        version = completed_source_version(checkpoint, batch_id)
+        if version is not None:
+            return batch_id, version
+    return None
+
+
 def stages(settings: Settings) -> list[Stage]:
     """The pipeline's arrows in order; each stage's name is also its checkpoint folder's name."""
     gold_name = user_spend_table(settings).name.replace(".", "_")
@@ -121,7 +140,7 @@ def stages(settings: Settings) -> list[Stage]:
         return update_windows(df, batch_id, s, writer, gold_name, silver_version)
 
     return [
-        Stage("bronze_events", read_landing, land_lines),
+        Stage(LANDING_STAGE, read_landing, land_lines),
         Stage("silver_events", _read_delta(BRONZE_EVENTS.name, "silver_events"), refine_events),
         Stage(gold_name, _read_delta(SILVER_EVENTS.name, gold_name), windows, lock=GOLD_LOCK),
     ]
