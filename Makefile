@@ -12,9 +12,11 @@ setup:
 demo: setup
 	@bash scripts/demo.sh
 
+# Two worker processes (one SparkSession each), a test file per worker at a time: most tests wait on
+# JVM start-up, subprocesses, sensors and a browser, so two share the two cores well.
 test: setup
 	$(BIN)/ruff check .
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n 2 --dist loadfile
 
 lint: setup
 	$(BIN)/ruff check .

@@ -1,8 +1,10 @@
-"""``make bench``: time ``lakehouse run --once`` against a bare Structured Streaming job on the same files.
+"""``make bench``: time ``lakehouse run --once`` against a bare Structured Streaming job on the same files,
+and a full ``lakehouse validate`` of what the run built.
 
-Both are timed as whole processes (wall clock, Spark start-up included), on the same landing files and
+All are timed as whole processes (wall clock, Spark start-up included), on the same landing files and
 the same files per micro-batch. The report gives lines processed, seconds and lines per second of each,
-and the throughput ratio ours/bare (target ≥ 0.5x); the figures also go to ``.lakehouse/bench-results.json``.
+the throughput ratio ours/bare (target ≥ 0.5x) and validate/run (target ≤ 0.5x); the figures also go to
+``.lakehouse/bench-results.json``.
 
     .venv/bin/python -m bench.run                  # 1,000,000 events
     .venv/bin/python -m bench.run --events 20000   # a smoke run
@@ -27,6 +29,8 @@ from warehouse.settings import REPO_ROOT, Settings
 
 SEED = 42
 TARGET_RATIO = 0.5
+#: A full validation may take at most this share of `run --once` on the same events.
+VALIDATE_TARGET_RATIO = 0.5
 RESULTS_PATH = REPO_ROOT / ".lakehouse" / "bench-results.json"
 
 
@@ -125,6 +129,12 @@ def main() -> None:
         gold = user_spend_table(Settings.from_env(ours_env)).path(Settings.from_env(ours_env))
         ours = Timing(ours_seconds, lines / ours_seconds, *table_figures(gold))
 
+        print("timing `lakehouse validate` (every suite) ...", flush=True)
+        validate_seconds, validate_output = _run([lakehouse, "validate", "--json"], ours_env, root / "validate.log")
+        validation = json.loads(validate_output)
+        if not validation["passed"]:
+            raise SystemExit(f"bench: validation of the generated lakehouse failed; see {root / 'validate.log'}")
+
         print("timing bench.bare_spark ...", flush=True)
         bare_table = bare_home / "bare_user_spend"
         bare_command = [sys.executable, "-m", "bench.bare_spark", "--landing", str(landing)]
@@ -140,11 +150,19 @@ def main() -> None:
 
     ratio = ours.lines_per_second / bare.lines_per_second
     verdict = "meets" if ratio >= TARGET_RATIO else "BELOW"
+    validate_ratio = validate_seconds / ours.seconds
+    validate_verdict = "meets" if validate_ratio <= VALIDATE_TARGET_RATIO else "ABOVE"
     print()
     print(f"lines processed        {lines:>12,}  ({args.events:,} events, {args.files} files, seed {SEED})")
     print(f"lakehouse run --once   {ours.seconds:>10.1f} s  {ours.lines_per_second:>12,.0f} lines/s")
     print(f"bare Spark streaming   {bare.seconds:>10.1f} s  {bare.lines_per_second:>12,.0f} lines/s")
     print(f"ratio ours/bare        {ratio:>10.2f} x  ({verdict} the {TARGET_RATIO}x target)")
+    print(f"lakehouse validate     {validate_seconds:>10.1f} s  (every suite passed)")
+    suites = ", ".join(f"{s['suite']} {s['seconds']:.1f}s" for s in validation["suites"])
+    print(f"  per suite            {suites}")
+    print(
+        f"ratio validate/run     {validate_ratio:>10.2f} x  ({validate_verdict} the ≤ {VALIDATE_TARGET_RATIO}x target)"
+    )
     print(
         f"sanity: gold rows {ours.table_rows:,} (events {ours.table_event_count:,}); "
         f"bare rows {bare.table_rows:,} (events {bare.table_event_count:,})"
@@ -162,6 +180,11 @@ def main() -> None:
         "ratio_ours_over_bare": ratio,
         "target_ratio": TARGET_RATIO,
         "meets_target": ratio >= TARGET_RATIO,
+        "validate_seconds": validate_seconds,
+        "validate_suite_seconds": {s["suite"]: s["seconds"] for s in validation["suites"]},
+        "ratio_validate_over_run": validate_ratio,
+        "validate_target_ratio": VALIDATE_TARGET_RATIO,
+        "validate_meets_target": validate_ratio <= VALIDATE_TARGET_RATIO,
     }
     RESULTS_PATH.parent.mkdir(parents=True, exist_ok=True)
     RESULTS_PATH.write_text(json.dumps(results, indent=2) + "\n")

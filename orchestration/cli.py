@@ -269,6 +269,61 @@ def replay(
 
 @app.command()
 @_fails_in_one_line
+def validate(
+    suite: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--suite",
+            help="Run only this suite (repeatable): bronze.events, silver.events, conservation, "
+            "completeness, freshness.",
+        ),
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON only.")] = False,
+) -> None:
+    """Run the data-quality suites, write the HTML report; exit 1 when a blocking expectation fails."""
+    from expectations.runner import run_suites
+    from warehouse.session import spark_session
+
+    settings = _settings()
+    with console.status("starting Spark"):
+        spark = spark_session(settings)
+    with console.status("validating"):
+        run = run_suites(spark, settings, suite or None)
+    summary = run.summary()
+    if as_json:
+        sys.stdout.write(json.dumps(summary, indent=2, default=str) + "\n")
+    else:
+        _print_validation(summary)
+    if run.blocking_failed:
+        failed = ", ".join(f"{s['suite']} ({s['blocking_failed']})" for s in summary["suites"] if s["blocking_failed"])
+        sys.stderr.write(f"lakehouse: blocking data-quality expectations failed: {failed}; see {run.report_path}\n")
+        raise typer.Exit(1)
+
+
+_VERDICT_STYLE = {"passed": "green", "failed": "bold red", "warning": "yellow", "skipped": "dim"}
+
+
+def _print_validation(summary: dict) -> None:
+    table = RichTable("suite", "verdict", "expectations", "worst offenders", title="data quality")
+    for entry in summary["suites"]:
+        verdict = entry["verdict"]
+        counts = (
+            f"{entry['expectations_evaluated'] - entry['expectations_failed']}/{entry['expectations_evaluated']} held"
+        )
+        if entry["skipped"]:
+            offenders = entry["skipped"]
+        elif entry["failed_expectations"]:
+            failed = "; ".join(f["description"] for f in entry["failed_expectations"])
+            offenders = "\n".join([f"{failed} ({entry['unexpected_count']:,} rows)", *entry["worst_offenders"]])
+        else:
+            offenders = ""
+        table.add_row(entry["suite"], f"[{_VERDICT_STYLE[verdict]}]{verdict}[/]", counts, offenders)
+    console.print(table)
+    console.print(f"report: {summary['report']}", highlight=False, soft_wrap=True)
+
+
+@app.command()
+@_fails_in_one_line
 def tables(
     as_json: Annotated[bool, typer.Option("--json", help="Print only a JSON array, one object per table.")] = False,
 ) -> None:

@@ -2,12 +2,13 @@
 
 import dagster as dg
 
-from orchestration import reconcile, streams
+from orchestration import quality, reconcile, streams
 from orchestration.resources import lakehouse_resource
 
 defs = dg.Definitions.merge(
     streams.defs,
     reconcile.defs,
+    quality.defs,
     dg.Definitions(
         resources={"lakehouse": lakehouse_resource(dg.EnvVar("LAKEHOUSE_HOME").get_value())},
         # One process per run: Spark's session (and its JVM) is built once and shared by every step.

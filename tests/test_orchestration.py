@@ -9,7 +9,7 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from orchestration import definitions, streams
+from orchestration import definitions, quality, reconcile, streams
 from orchestration.resources import lakehouse_resource
 from transforms.landing import place_in_landing
 from warehouse.catalog import user_spend_table
@@ -66,6 +66,8 @@ def test_materialize_every_asset_with_real_resources(spark, settings) -> None:
     place_in_landing(settings, "seed.jsonl", lambda h: h.writelines(line + "\n" for line in SEED_EXAMPLE))
     defs = dg.Definitions.merge(
         streams.defs,
+        reconcile.defs,
+        quality.defs,
         dg.Definitions(
             resources={"lakehouse": lakehouse_resource(str(settings.home))}, executor=dg.in_process_executor
         ),

@@ -43,6 +43,7 @@ from warehouse.catalog import (
 from warehouse.delta import (
     Commit,
     append_once,
+    as_of,
     commit_metadata,
     find_commit,
     merge_once,
@@ -94,33 +95,32 @@ def recompute_windows(
     spark: SparkSession,
     settings: Settings,
     silver_version: int | None,
-    dates: Sequence[date],
+    dates: Sequence[date] | None,
     keys: DataFrame | None = None,
+    late_version: int | None = None,
 ) -> DataFrame:
     """Exact (user_id, window_start) totals over the given event dates, from what gold has consumed.
 
-    Reads silver.events as of ``silver_version`` (pruned to the dates' ``event_date`` partitions) plus
-    silver.late_events, deduplicated by event_id (a late event is in silver too, and may be newer than
-    that version when its stream batch crashed before committing to gold). With ``keys``, only those
-    (user_id, window_start) windows: the scan keeps only their users (a filter pushed into the Parquet
-    reader, and Delta file skipping where files are clustered by user) and the keys are matched before
-    the aggregation, so the cost follows the affected keys, not the day's traffic.
+    Reads silver.events as of ``silver_version`` (pruned to the dates' ``event_date`` partitions; every
+    date when ``dates`` is None) plus silver.late_events (as of ``late_version``, default the latest),
+    deduplicated by event_id (a late event is in silver too, and may be newer than that version when its
+    stream batch crashed before committing to gold). With ``keys``, only those (user_id, window_start)
+    windows: the scan keeps only their users (a filter pushed into the Parquet reader, and Delta file
+    skipping where files are clustered by user) and the keys are matched before the aggregation, so the
+    cost follows the affected keys, not the day's traffic.
     """
     columns = ["event_id", "user_id", "event_time", "amount"]
-    wanted = [d.isoformat() for d in dates]
     if silver_version is None:
         silver = spark.createDataFrame([], SILVER_EVENTS.schema).select(*columns)
     else:
-        silver = (
-            spark.read.format("delta")
-            .option("versionAsOf", silver_version)
-            .load(str(SILVER_EVENTS.path(settings)))
-            .where(F.col("event_date").isin(wanted))
-            .select(*columns)
-        )
-    late = (
-        read_table(spark, settings, SILVER_LATE_EVENTS).where(F.to_date("window_start").isin(wanted)).select(*columns)
-    )
+        silver = as_of(spark, settings, SILVER_EVENTS, silver_version)
+        if dates is not None:
+            silver = silver.where(F.col("event_date").isin([d.isoformat() for d in dates]))
+        silver = silver.select(*columns)
+    late = as_of(spark, settings, SILVER_LATE_EVENTS, late_version)
+    if dates is not None:
+        late = late.where(F.to_date("window_start").isin([d.isoformat() for d in dates]))
+    late = late.select(*columns)
     if keys is not None:
         users = sorted(r.user_id for r in keys.select("user_id").distinct().collect())
         silver = silver.where(F.col("user_id").isin(users))
@@ -234,15 +234,10 @@ def _changes_in_commit(
     gold = user_spend_table(settings)
     wanted = [d.isoformat() for d in dates]
 
-    def as_of(version: int) -> DataFrame:
-        return (
-            spark.read.format("delta")
-            .option("versionAsOf", version)
-            .load(str(gold.path(settings)))
-            .where(F.to_date("window_start").isin(wanted))
-        )
+    def gold_at(version: int) -> DataFrame:
+        return as_of(spark, settings, gold, version).where(F.to_date("window_start").isin(wanted))
 
-    before = as_of(commit.version - 1).select(
+    before = gold_at(commit.version - 1).select(
         *KEY,
         F.col("window_end").alias("old_window_end"),
         F.col("total_amount").alias("old_total_amount"),
@@ -253,7 +248,7 @@ def _changes_in_commit(
     zero = F.lit(0).cast(MONEY)
     no_events = F.lit(0).cast("long")
     changed = (
-        as_of(commit.version)
+        gold_at(commit.version)
         .join(before, KEY, "full_outer")
         .where(
             F.col("revision").isNull() | F.col("old_revision").isNull() | (F.col("revision") != F.col("old_revision"))

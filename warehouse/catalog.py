@@ -241,6 +241,33 @@ OPS_RECONCILIATIONS = Table(
 )
 
 
+OPS_DQ_RESULTS = Table(
+    layer="ops",
+    short_name="dq_results",
+    description="Every data-quality expectation ever evaluated: one row per expectation per validation run.",
+    columns=(
+        Column(
+            "run_id", StringType(), "the validation run (one `lakehouse validate` or one Dagster check)", nullable=False
+        ),
+        Column("run_time", TimestampType(), "processing time the validation run started", nullable=False),
+        Column(
+            "suite", StringType(), "bronze.events, silver.events, conservation, completeness, freshness", nullable=False
+        ),
+        Column("table_name", StringType(), "the table the suite guards", nullable=False),
+        Column("expectation", StringType(), "Great Expectations expectation type", nullable=False),
+        Column("column_name", StringType(), "the column (or columns) the expectation looks at"),
+        Column("description", StringType(), "what the expectation guards, in words"),
+        Column("severity", StringType(), "critical (blocking) or warning", nullable=False),
+        Column("success", BooleanType(), "the expectation held", nullable=False),
+        Column("observed_value", StringType(), "the observed value, as JSON"),
+        Column("element_count", LongType(), "rows the expectation looked at"),
+        Column("unexpected_count", LongType(), "rows that broke it"),
+        Column("examples", StringType(), "a few offending keys, as a JSON array"),
+        Column("report_path", StringType(), "the HTML report of the run"),
+    ),
+)
+
+
 def all_tables(settings: Settings) -> list[Table]:
     """Every table, in pipeline order."""
     return [
@@ -253,6 +280,7 @@ def all_tables(settings: Settings) -> list[Table]:
         GOLD_CORRECTIONS,
         OPS_WATERMARKS,
         OPS_RECONCILIATIONS,
+        OPS_DQ_RESULTS,
     ]
 
 

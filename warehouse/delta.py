@@ -47,6 +47,14 @@ def read_table(spark: SparkSession, settings: Settings, table: Table) -> DataFra
     return spark.read.format("delta").load(str(table.path(settings)))
 
 
+def as_of(spark: SparkSession, settings: Settings, table: Table, version: int | None) -> DataFrame:
+    """A table as of a Delta version (time travel); the latest version when ``version`` is None."""
+    reader = spark.read.format("delta")
+    if version is not None:
+        reader = reader.option("versionAsOf", version)
+    return reader.load(str(table.path(settings)))
+
+
 def append_once(df: DataFrame, settings: Settings, table: Table, app_id: str, batch_id: int) -> None:
     """Append ``df`` (projected onto the table's columns) unless this (app_id, batch_id) already committed."""
     (

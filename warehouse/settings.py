@@ -7,8 +7,9 @@ one readable line naming the variable (:class:`SettingsError`).
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import date, timedelta
+from decimal import Decimal, InvalidOperation
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -18,6 +19,47 @@ DEFAULT_JARS_DIR = REPO_ROOT / ".cache" / "jars"
 
 class SettingsError(ValueError):
     """A setting is missing or invalid; the message is one line naming the setting."""
+
+
+@dataclass(frozen=True)
+class QualitySettings:
+    """Thresholds of the data-quality suites (``LAKEHOUSE_DQ_*``).
+
+    The amount bounds, the future tolerance and the event types are rules of ``silver.events`` (blocking);
+    freshness, late rate and quarantine rate only warn unless ``warnings_block`` is set.
+    """
+
+    amount_min: Decimal = Decimal("-1000000.00")
+    amount_max: Decimal = Decimal("1000000.00")
+    future_tolerance_seconds: int = 300
+    event_types: tuple[str, ...] = ()
+    freshness_seconds: int = 900
+    max_late_rate: float = 0.05
+    max_quarantine_rate: float = 0.05
+    warnings_block: bool = False
+    cron: str = "0 * * * *"
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> "QualitySettings":
+        quality = cls(
+            amount_min=_decimal(env, "LAKEHOUSE_DQ_AMOUNT_MIN", cls.amount_min),
+            amount_max=_decimal(env, "LAKEHOUSE_DQ_AMOUNT_MAX", cls.amount_max),
+            future_tolerance_seconds=_non_negative_int(
+                env, "LAKEHOUSE_DQ_FUTURE_TOLERANCE_SECONDS", cls.future_tolerance_seconds
+            ),
+            event_types=_names(env, "LAKEHOUSE_DQ_EVENT_TYPES"),
+            freshness_seconds=_positive_int(env, "LAKEHOUSE_DQ_FRESHNESS_SECONDS", cls.freshness_seconds),
+            max_late_rate=_rate(env, "LAKEHOUSE_DQ_MAX_LATE_RATE", cls.max_late_rate),
+            max_quarantine_rate=_rate(env, "LAKEHOUSE_DQ_MAX_QUARANTINE_RATE", cls.max_quarantine_rate),
+            warnings_block=_boolean(env, "LAKEHOUSE_DQ_WARNINGS_BLOCK", cls.warnings_block),
+            cron=_cron(env, "LAKEHOUSE_DQ_CRON", cls.cron),
+        )
+        if quality.amount_min > quality.amount_max:
+            raise SettingsError(
+                f"LAKEHOUSE_DQ_AMOUNT_MIN ({quality.amount_min}) must not exceed LAKEHOUSE_DQ_AMOUNT_MAX "
+                f"({quality.amount_max})"
+            )
+        return quality
 
 
 @dataclass(frozen=True)
@@ -41,6 +83,7 @@ class Settings:
     jars_dir: Path = DEFAULT_JARS_DIR
     reconcile_cron: str = "*/15 * * * *"
     sweep_start_date: date = date(2024, 1, 1)
+    quality: QualitySettings = field(default_factory=QualitySettings)
 
     @property
     def window(self) -> timedelta:
@@ -98,6 +141,7 @@ class Settings:
             jars_dir=Path(env.get("LAKEHOUSE_JARS_DIR") or DEFAULT_JARS_DIR).expanduser().resolve(),
             reconcile_cron=_cron(env, "LAKEHOUSE_RECONCILE_CRON", cls.reconcile_cron),
             sweep_start_date=_date(env, "LAKEHOUSE_SWEEP_START_DATE", cls.sweep_start_date),
+            quality=QualitySettings.from_env(env),
         )
         if (24 * 60) % settings.window_minutes:
             raise SettingsError(
@@ -178,3 +222,37 @@ def _date(env: Mapping[str, str], name: str, default: date) -> date:
         return date.fromisoformat(raw.strip())
     except ValueError:
         raise SettingsError(f"{name} must be a date like 2024-01-01, got {raw!r}") from None
+
+
+def _decimal(env: Mapping[str, str], name: str, default: Decimal) -> Decimal:
+    raw = env.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    try:
+        value = Decimal(raw.strip())
+    except InvalidOperation:
+        raise SettingsError(f"{name} must be a decimal number such as 1000000.00, got {raw!r}") from None
+    if not value.is_finite():
+        raise SettingsError(f"{name} must be a finite decimal number, got {raw!r}")
+    return value
+
+
+def _rate(env: Mapping[str, str], name: str, default: float) -> float:
+    raw = env.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    try:
+        value = float(raw.strip())
+    except ValueError:
+        value = -1.0
+    if not 0.0 <= value <= 1.0:
+        raise SettingsError(f"{name} must be a fraction between 0 and 1 such as 0.05, got {raw!r}")
+    return value
+
+
+def _names(env: Mapping[str, str], name: str) -> tuple[str, ...]:
+    raw = env.get(name) or ""
+    names = tuple(part.strip() for part in raw.split(",") if part.strip())
+    if raw.strip() and not names:
+        raise SettingsError(f"{name} must be a comma-separated list such as 'purchase,click', got {raw!r}")
+    return names

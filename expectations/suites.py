@@ -1,0 +1,471 @@
+"""The data-quality suites: what each table must satisfy, as Great Expectations over Spark frames.
+
+Each suite validates one consistent snapshot of the tables it reads. Streams may be writing meanwhile,
+so every suite pins what the stream it checks has *finished* (its checkpoint's last committed batch, or
+the versions recorded in gold's commits) and counts what is still in flight apart: in-flight lines and
+windows are figures, never failures.
+
+- ``bronze.events``: every row has a source position and an ingest time; rows = lines received.
+- ``silver.events``: the event rules hold on every stored event (unique ids, bounds, no future times).
+- ``conservation`` (contract invariant 1): bronze = silver + quarantine + duplicates, overall and per
+  ingest batch.
+- ``completeness`` (contract invariant 2): gold equals a recomputation from silver, window by window.
+- ``freshness``: gold keeps up with bronze; late and quarantined shares stay under their thresholds.
+"""
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from urllib.parse import unquote
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from expectations.validation import CRITICAL, WARNING, SuiteResult, gx_expectations, timed, validate
+from transforms.landing import files_read, split_lines
+from transforms.reconcile import GOLD_LOCK, KEY, ReconcileError, gold_silver_version, recompute_windows
+from transforms.streams import (
+    GOLD_LOCK_WAIT_SECONDS,
+    RECONCILE_STAGE,
+    committed_batches,
+    consumed_source_version,
+    stages,
+)
+from warehouse.catalog import (
+    BRONZE_EVENTS,
+    SILVER_DUPLICATES,
+    SILVER_EVENTS,
+    SILVER_LATE_EVENTS,
+    SILVER_QUARANTINE,
+    Table,
+    user_spend_table,
+)
+from warehouse.delta import as_of, read_table, table_version
+from warehouse.locks import hold
+from warehouse.settings import Settings
+
+#: Amounts as decimal(18,2) text: at most 16 integer digits and exactly two fractional ones.
+AMOUNT_TEXT = r"^-?[0-9]{1,16}\.[0-9]{2}$"
+
+#: What silver makes of a bronze line: exactly one of these.
+SILVER_OUTCOMES = ((SILVER_EVENTS, "events"), (SILVER_QUARANTINE, "quarantined"), (SILVER_DUPLICATES, "duplicates"))
+
+
+@dataclass(frozen=True)
+class Suite:
+    """A named suite, the table it guards, and how to run it on the lakehouse as it stands."""
+
+    name: str
+    guards: Callable[[Settings], Table]
+    description: str
+    run: Callable[[SparkSession, Settings], SuiteResult]
+    #: Warning suites block only when LAKEHOUSE_DQ_WARNINGS_BLOCK is set.
+    warns: bool = False
+
+
+def _checkpoint(settings: Settings, stage_index: int) -> Path:
+    return settings.checkpoints_dir / stages(settings)[stage_index].name
+
+
+def bronze_suite(spark: SparkSession, settings: Settings) -> SuiteResult:
+    """Bronze keeps every received line with where it came from and when it arrived.
+
+    Pinned to the landing stream's last finished batch: the files its source log lists up to that batch,
+    re-read and split exactly as the stream splits them, against the bronze rows of those batches.
+    """
+    gxe = gx_expectations()
+    result = SuiteResult("bronze.events", BRONZE_EVENTS.name)
+    with timed(result):
+        checkpoint = _checkpoint(settings, 0)
+        finished = committed_batches(checkpoint)
+        last_batch = finished[-1] if finished else -1
+        bronze = read_table(spark, settings, BRONZE_EVENTS).where(F.col("ingest_batch") <= last_batch)
+        rows = bronze.select(
+            "ingest_batch",
+            "source_file",
+            "source_line",
+            _bronze_position().alias("source_position"),
+            "ingest_time",
+        )
+        result.outcomes += validate(
+            rows,
+            result.suite,
+            "rows",
+            [
+                gxe.ExpectColumnValuesToNotBeNull(
+                    column="source_position", description="every row has its source position (file#line or offset)"
+                ),
+                gxe.ExpectColumnValuesToNotBeNull(column="ingest_time", description="every row has its ingest time"),
+            ],
+            keys=["ingest_batch", "source_file", "source_line"],
+        )
+        received = files_read(checkpoint, last_batch)
+        present = [_file_key(path) for path in received if Path(unquote(_file_key(path))).is_file()]
+        bronze_per_file = (
+            bronze.where(F.col("source") == "file")
+            .withColumn("source_file", _file_key_column("source_file"))
+            .where(F.col("source_file").isin(present))
+            .groupBy("source_file")
+            .agg(F.count("*").alias("bronze_rows"))
+        )
+        per_file = _lines_per_file(spark, settings, present).join(bronze_per_file, "source_file", "full_outer")
+        result.outcomes += validate(
+            per_file,
+            result.suite,
+            "lines",
+            [
+                gxe.ExpectColumnPairValuesToBeEqual(
+                    column_A="bronze_rows",
+                    column_B="lines_received",
+                    ignore_row_if="neither",
+                    description="bronze has exactly one row per line of every landing file the stream took",
+                )
+            ],
+            keys=["source_file"],
+        )
+        result.figures.update(
+            {
+                "bronze_rows": result.outcomes[0].element_count or 0,
+                "files_received": len(received),
+                "files_no_longer_in_landing": len(received) - len(present),
+                "last_batch": last_batch,
+            }
+        )
+    return result
+
+
+def _bronze_position() -> F.Column:
+    """The row's source position, null when any part of it is missing."""
+    file_position = F.when(
+        (F.col("source") == "file") & F.col("source_file").isNotNull() & F.col("source_line").isNotNull(),
+        F.format_string("%s#%d", "source_file", "source_line"),
+    )
+    kafka_position = F.when(
+        (F.col("source") == "kafka")
+        & F.col("kafka_topic").isNotNull()
+        & F.col("kafka_partition").isNotNull()
+        & F.col("kafka_offset").isNotNull(),
+        F.format_string("kafka:%s/%d@%d", "kafka_topic", "kafka_partition", "kafka_offset"),
+    )
+    return F.coalesce(file_position, kafka_position)
+
+
+def _file_key(path: str) -> str:
+    """A landing file as both Spark's file source log (``file:///…``) and its rows (``file:/…``) name it:
+    the path, still URL-encoded as Spark writes it."""
+    return re.sub(r"^file:(//)?", "", path)
+
+
+def _file_key_column(column: str) -> F.Column:
+    return F.regexp_replace(F.col(column), r"^file:(//)?", "")
+
+
+def _lines_per_file(spark: SparkSession, settings: Settings, keys: list[str]) -> DataFrame:
+    """Lines per landing file (of those named by ``keys``), split exactly as the landing stream splits them.
+
+    The folder is read whole and filtered, so names are never parsed as paths or globs.
+    """
+    if not keys:
+        return spark.createDataFrame([], "source_file string, lines_received long")
+    files = (
+        spark.read.format("text")
+        .option("wholetext", "true")
+        .load(str(settings.landing_dir))
+        .select(
+            "value",
+            _file_key_column("_metadata.file_path").alias("source_file"),
+            F.col("_metadata.file_modification_time").alias("file_modified_at"),
+        )
+        .where(F.col("source_file").isin(keys))
+    )
+    return split_lines(files).groupBy("source_file").agg(F.count("*").alias("lines_received"))
+
+
+def silver_suite(spark: SparkSession, settings: Settings) -> SuiteResult:
+    """The event rules, checked on what silver stored: ids unique, users present, money in bounds and
+    exact to the cent, event times not in the future (beyond a tolerance), types from the allowed set."""
+    gxe = gx_expectations()
+    quality = settings.quality
+    result = SuiteResult("silver.events", SILVER_EVENTS.name)
+    with timed(result):
+        latest_allowed = datetime.now(UTC) + timedelta(seconds=quality.future_tolerance_seconds)
+        checks = [
+            gxe.ExpectColumnValuesToNotBeNull(column="event_id", description="every event has an event_id"),
+            gxe.ExpectColumnValuesToBeUnique(column="event_id", description="one row per event_id"),
+            gxe.ExpectColumnValuesToNotBeNull(column="user_id", description="every event has a user_id"),
+            gxe.ExpectColumnValuesToBeBetween(
+                column="amount",
+                min_value=float(quality.amount_min),
+                max_value=float(quality.amount_max),
+                description=f"amount within [{quality.amount_min}, {quality.amount_max}] (LAKEHOUSE_DQ_AMOUNT_*)",
+            ),
+            gxe.ExpectColumnValuesToMatchRegex(
+                column="amount_text", regex=AMOUNT_TEXT, description="amount is exact money: scale 2, 18 digits"
+            ),
+            gxe.ExpectColumnValuesToBeBetween(
+                column="event_time",
+                max_value=latest_allowed,
+                description=(
+                    f"event_time not after now + {quality.future_tolerance_seconds} s "
+                    "(LAKEHOUSE_DQ_FUTURE_TOLERANCE_SECONDS)"
+                ),
+            ),
+        ]
+        if quality.event_types:
+            checks.append(
+                gxe.ExpectColumnValuesToBeInSet(
+                    column="event_type",
+                    value_set=list(quality.event_types),
+                    description=f"event_type in {', '.join(quality.event_types)} (LAKEHOUSE_DQ_EVENT_TYPES)",
+                )
+            )
+        events = read_table(spark, settings, SILVER_EVENTS).select(
+            "event_id",
+            "user_id",
+            "amount",
+            F.col("amount").cast("string").alias("amount_text"),
+            "event_time",
+            "event_type",
+        )
+        result.outcomes += validate(events, result.suite, "events", checks, keys=["event_id"])
+        result.figures["events"] = result.outcomes[0].element_count or 0
+    return result
+
+
+def conservation_suite(spark: SparkSession, settings: Settings) -> SuiteResult:
+    """Contract invariant 1: every bronze line is exactly one silver event, quarantined line or duplicate.
+
+    Pinned to the silver stream's last finished batch that read whole bronze commits: the bronze ingest
+    batches that batch had read against the silver rows of batches up to it. Lines bronze received after
+    that are in flight (``pending_lines``). Counted per ingest batch (one ``ingest_time`` each) and overall.
+    """
+    gxe = gx_expectations()
+    result = SuiteResult("conservation", SILVER_EVENTS.name)
+    with timed(result):
+        consumed = consumed_source_version(_checkpoint(settings, 1))
+        silver_batch, bronze_version = consumed if consumed else (-1, None)
+        # The ingest batches silver has read (bronze commits up to that version), as bronze holds them now:
+        # a line removed from bronze after silver read it shows as a difference, not as in flight.
+        last_ingest = None
+        if bronze_version is not None:
+            last_ingest = as_of(spark, settings, BRONZE_EVENTS, bronze_version).agg(F.max("ingest_batch")).first()[0]
+        bronze = read_table(spark, settings, BRONZE_EVENTS).where(
+            F.col("ingest_batch") <= (-1 if last_ingest is None else last_ingest)
+        )
+        silver = None
+        for table, kind in SILVER_OUTCOMES:
+            rows = (
+                read_table(spark, settings, table)
+                .where(F.col("silver_batch") <= silver_batch)
+                .select("ingest_time", F.lit(kind).alias("kind"))
+            )
+            silver = rows if silver is None else silver.unionByName(rows)
+        outcomes = silver.groupBy("ingest_time").agg(
+            *(F.count_if(F.col("kind") == kind).alias(kind) for _, kind in SILVER_OUTCOMES)
+        )
+        # One row per ingest batch: small enough to count on the driver and validate as a local frame.
+        per_batch = (
+            bronze.groupBy("ingest_batch", "ingest_time")
+            .agg(F.count("*").alias("bronze_rows"))
+            .join(outcomes, "ingest_time", "full_outer")
+            .na.fill(0, ["bronze_rows", "events", "quarantined", "duplicates"])
+            .orderBy("ingest_batch")
+            .collect()
+        )
+        rows = [
+            (
+                f"ingest batch {r.ingest_batch}" if r.ingest_batch is not None else f"ingest_time {r.ingest_time}",
+                r.bronze_rows,
+                r.events,
+                r.quarantined,
+                r.duplicates,
+                r.events + r.quarantined + r.duplicates,
+            )
+            for r in per_batch
+        ]
+        overall = ("all batches", *(sum(r[i] for r in rows) for i in range(1, 6)))
+        frame = spark.createDataFrame(
+            [overall, *rows],
+            "scope string, bronze_rows long, events long, quarantined long, duplicates long, accounted long",
+        )
+        result.outcomes += validate(
+            frame,
+            result.suite,
+            "counts",
+            [
+                gxe.ExpectColumnPairValuesToBeEqual(
+                    column_A="bronze_rows",
+                    column_B="accounted",
+                    description="bronze = silver + quarantine + duplicates (overall and per ingest batch)",
+                )
+            ],
+            keys=["scope", "events", "quarantined", "duplicates"],
+        )
+        latest_bronze = read_table(spark, settings, BRONZE_EVENTS).count()
+        result.figures.update(
+            {
+                "bronze_rows": overall[1],
+                "accounted": overall[5],
+                "pending_lines": latest_bronze - overall[1],
+                "silver_batch": silver_batch,
+                "last_ingest_batch": -1 if last_ingest is None else last_ingest,
+            }
+        )
+    return result
+
+
+def completeness_suite(spark: SparkSession, settings: Settings) -> SuiteResult:
+    """Contract invariant 2, checked: every (user_id, window_start) with deduplicated valid events has a
+    gold row whose total and count equal a recomputation from silver, and gold has no row without events.
+
+    The recomputation is reconcile's own (``recompute_windows``), over silver as of the version gold has
+    consumed, so events the window stream has not reached yet are not failures. Late events the
+    reconcile stream has not folded yet are in flight too: their windows are counted apart
+    (``pending_windows``). The versions are pinned under the gold lock, then read by time travel.
+    """
+    gxe = gx_expectations()
+    gold = user_spend_table(settings)
+    result = SuiteResult("completeness", gold.name)
+    with timed(result):
+        with hold(settings, GOLD_LOCK, wait_seconds=GOLD_LOCK_WAIT_SECONDS, purpose="a completeness check"):
+            gold_version = table_version(spark, settings, gold)
+            try:
+                silver_version = gold_silver_version(spark, settings)
+            except ReconcileError as error:
+                result.skipped = str(error)
+                return result
+            late_version = table_version(spark, settings, SILVER_LATE_EVENTS)
+            folded = consumed_source_version(settings.checkpoints_dir / RECONCILE_STAGE)
+        late = as_of(spark, settings, SILVER_LATE_EVENTS, late_version)
+        if folded is not None:
+            late = late.join(
+                as_of(spark, settings, SILVER_LATE_EVENTS, folded[1]).select("event_id"), "event_id", "left_anti"
+            )
+        pending = late.select(*KEY).distinct()
+        expected = recompute_windows(spark, settings, silver_version, None, late_version=late_version).select(
+            *KEY,
+            F.col("total_amount").alias("expected_total"),
+            F.col("event_count").alias("expected_count"),
+        )
+        stored = as_of(spark, settings, gold, gold_version).select(
+            *KEY, F.col("total_amount").alias("gold_total"), F.col("event_count").alias("gold_count")
+        )
+        frame = expected.join(stored, KEY, "full_outer").join(pending, KEY, "left_anti")
+        result.outcomes += validate(
+            frame,
+            result.suite,
+            "windows",
+            [
+                gxe.ExpectColumnValuesToNotBeNull(
+                    column="gold_count", description="every window with events has a gold row (no missing window)"
+                ),
+                gxe.ExpectColumnValuesToNotBeNull(
+                    column="expected_count", description="gold has no row without events (no extra window)"
+                ),
+                gxe.ExpectColumnPairValuesToBeEqual(
+                    column_A="gold_total",
+                    column_B="expected_total",
+                    ignore_row_if="either_value_is_missing",
+                    description="each window's total_amount equals the recomputed sum, to the cent",
+                ),
+                gxe.ExpectColumnPairValuesToBeEqual(
+                    column_A="gold_count",
+                    column_B="expected_count",
+                    ignore_row_if="either_value_is_missing",
+                    description="each window's event_count equals the recomputed count",
+                ),
+            ],
+            keys=KEY,
+        )
+        result.figures.update(
+            {
+                "windows_checked": result.outcomes[0].element_count or 0,
+                "pending_windows": pending.count(),
+                "gold_version": -1 if gold_version is None else gold_version,
+                "silver_version": -1 if silver_version is None else silver_version,
+            }
+        )
+    return result
+
+
+def freshness_suite(spark: SparkSession, settings: Settings) -> SuiteResult:
+    """Gold keeps up with bronze (processing time), and late and quarantined shares stay low.
+
+    Warnings: they block only when LAKEHOUSE_DQ_WARNINGS_BLOCK is set.
+    """
+    gxe = gx_expectations()
+    quality = settings.quality
+    gold = user_spend_table(settings)
+    severity = CRITICAL if quality.warnings_block else WARNING
+    result = SuiteResult("freshness", gold.name)
+    with timed(result):
+        bronze = read_table(spark, settings, BRONZE_EVENTS).agg(
+            F.count("*").alias("bronze_rows"), F.max("ingest_time").alias("newest_ingest")
+        )
+        gold_rows = read_table(spark, settings, gold).agg(F.max("updated_at").alias("newest_update"))
+        figures = bronze.crossJoin(gold_rows)
+        counted = ((SILVER_EVENTS, "events"), (SILVER_LATE_EVENTS, "late_events"), (SILVER_QUARANTINE, "quarantined"))
+        for table, name in counted:
+            figures = figures.crossJoin(read_table(spark, settings, table).agg(F.count("*").alias(name)))
+        # No gold at all while bronze has lines counts from the epoch: it shows as far behind.
+        newest_update = F.coalesce(F.col("newest_update"), F.lit(0).cast("timestamp"))
+        lag = F.col("newest_ingest").cast("double") - newest_update.cast("double")
+        row = figures.select(
+            F.lit("now").alias("snapshot"),
+            F.when(F.col("bronze_rows") > 0, F.round(lag, 3)).alias("gold_lag_seconds"),
+            F.when(F.col("events") > 0, F.col("late_events") / F.col("events")).alias("late_rate"),
+            F.when(F.col("bronze_rows") > 0, F.col("quarantined") / F.col("bronze_rows")).alias("quarantine_rate"),
+        ).first()
+        frame = spark.createDataFrame(
+            [tuple(row)], "snapshot string, gold_lag_seconds double, late_rate double, quarantine_rate double"
+        )
+        result.outcomes += validate(
+            frame,
+            result.suite,
+            "figures",
+            [
+                gxe.ExpectColumnValuesToBeBetween(
+                    column="gold_lag_seconds",
+                    max_value=quality.freshness_seconds,
+                    severity=severity,
+                    description=(
+                        f"newest gold update within {quality.freshness_seconds} s of the newest bronze ingest "
+                        "(LAKEHOUSE_DQ_FRESHNESS_SECONDS)"
+                    ),
+                ),
+                gxe.ExpectColumnValuesToBeBetween(
+                    column="late_rate",
+                    max_value=quality.max_late_rate,
+                    severity=severity,
+                    description=(
+                        f"late events at most {quality.max_late_rate:.1%} of events (LAKEHOUSE_DQ_MAX_LATE_RATE)"
+                    ),
+                ),
+                gxe.ExpectColumnValuesToBeBetween(
+                    column="quarantine_rate",
+                    max_value=quality.max_quarantine_rate,
+                    severity=severity,
+                    description=(
+                        f"quarantined lines at most {quality.max_quarantine_rate:.1%} of bronze "
+                        "(LAKEHOUSE_DQ_MAX_QUARANTINE_RATE)"
+                    ),
+                ),
+            ],
+            keys=["snapshot"],
+        )
+        result.figures.update({k: row[k] for k in ("gold_lag_seconds", "late_rate", "quarantine_rate")})
+    return result
+
+
+SUITES: dict[str, Suite] = {
+    suite.name: suite
+    for suite in (
+        Suite("bronze.events", lambda s: BRONZE_EVENTS, "source position, ingest time, rows = lines", bronze_suite),
+        Suite("silver.events", lambda s: SILVER_EVENTS, "the event rules on every stored event", silver_suite),
+        Suite("conservation", lambda s: SILVER_EVENTS, "bronze = silver + quarantine + duplicates", conservation_suite),
+        Suite("completeness", user_spend_table, "gold equals a recomputation from silver", completeness_suite),
+        Suite("freshness", user_spend_table, "gold keeps up; late and quarantine rates", freshness_suite, warns=True),
+    )
+}
