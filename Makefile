@@ -12,11 +12,12 @@ setup:
 demo: setup
 	@bash scripts/demo.sh
 
-# Two worker processes (one SparkSession each), a test file per worker at a time: most tests wait on
-# JVM start-up, subprocesses, sensors and a browser, so two share the two cores well.
+# Two worker processes (one SparkSession each), tests handed out one by one (a module sharing a fixture
+# stays on one worker, `xdist_group`): most tests wait on JVM start-up, subprocesses, sensors and a
+# browser, so two share the two cores well.
 test: setup
 	$(BIN)/ruff check .
-	$(BIN)/python -m pytest -n 2 --dist loadfile
+	$(BIN)/python -m pytest -n 2 --dist loadgroup
 
 lint: setup
 	$(BIN)/ruff check .

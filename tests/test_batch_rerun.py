@@ -15,6 +15,7 @@ from transforms.windows import update_windows
 from warehouse.catalog import (
     BRONZE_EVENTS,
     GOLD_CORRECTIONS,
+    OPS_DQ_RESULTS,
     OPS_RECONCILIATIONS,
     OPS_WATERMARKS,
     SILVER_DUPLICATES,
@@ -136,6 +137,7 @@ def test_batch_rerun_after_crash_writes_nothing_twice(spark: SparkSession, setti
         GOLD_CORRECTIONS.name: 2,
         OPS_WATERMARKS.name: 2,
         OPS_RECONCILIATIONS.name: 0,
+        OPS_DQ_RESULTS.name: 0,
     }
     gold = read(spark, settings, user_spend_table(settings))
     state = {

@@ -33,6 +33,9 @@ from warehouse.catalog import BRONZE_EVENTS, OPS_DQ_RESULTS, SILVER_EVENTS, Tabl
 from warehouse.delta import read_table, table_version
 from warehouse.settings import Settings
 
+# Tests of this module share one (module or session) fixture: xdist keeps them on one worker.
+pytestmark = pytest.mark.xdist_group("quality")
+
 SUITE_SIZES = {"bronze.events": 3, "silver.events": 6, "conservation": 1, "completeness": 4, "freshness": 3}
 #: Far behind the watermark the generated stream leaves (about 00:10): their windows are closed.
 LATE = [

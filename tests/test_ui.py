@@ -22,7 +22,8 @@ from warehouse.settings import Settings
 if TYPE_CHECKING:
     from playwright.sync_api import Page
 
-pytestmark = [pytest.mark.slow, pytest.mark.ui, pytest.mark.timeout(180)]
+# The tests share one Dagster UI (a session fixture): xdist keeps them on one worker.
+pytestmark = [pytest.mark.slow, pytest.mark.ui, pytest.mark.timeout(180), pytest.mark.xdist_group("ui")]
 
 ASSET_NODES = """
 query AssetNodes {
