@@ -49,6 +49,8 @@ lakehouse reconcile
 lakehouse tables
 lakehouse show gold.user_spend_5m --limit 10
 lakehouse history gold.user_spend_5m --limit 8
+say "3. Data quality: every suite (exit 1 if a blocking expectation fails)"
+lakehouse validate
 cat <<MSG
 
 Open the Dagster UI with:  make ui   (http://127.0.0.1:${DAGSTER_PORT:-3000})
