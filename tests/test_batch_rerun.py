@@ -1,5 +1,6 @@
 """Batch re-runs: a micro-batch replayed after a crash (at any write) changes no row of any table."""
 
+import time
 from collections.abc import Callable
 from datetime import UTC, date, datetime
 from decimal import Decimal
@@ -8,7 +9,7 @@ import pytest
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from transforms import reconcile
+from transforms import reconcile, windows
 from transforms.silver import refine_events
 from transforms.streams import prepare
 from transforms.windows import update_windows
@@ -26,7 +27,7 @@ from warehouse.catalog import (
     all_tables,
     user_spend_table,
 )
-from warehouse.delta import table_version
+from warehouse.delta import batch_scope, table_version
 from warehouse.settings import Settings
 
 Key = tuple[str, int]  # (user_id, window start in epoch seconds)
@@ -88,8 +89,25 @@ def run_twice(spark: SparkSession, settings: Settings, step: Callable[[], dict[s
     return first
 
 
-def test_batch_rerun_after_crash_writes_nothing_twice(spark: SparkSession, settings: Settings) -> None:
+def in_batch(batch_id: int, since: float, step: Callable[[], dict[str, float]]) -> Callable[[], dict[str, float]]:
+    """``step`` as the stream runner runs it: inside the batch's scope (writer, batch, earliest start)."""
+
+    def run() -> dict[str, float]:
+        with batch_scope(WRITER, batch_id, since):
+            return step()
+
+    return run
+
+
+def crash(*_: object) -> None:
+    raise RuntimeError("killed")
+
+
+def test_batch_rerun_after_crash_writes_nothing_twice(
+    spark: SparkSession, settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
     prepare(spark, settings)
+    since = time.time()
     batch0 = bronze_batch(
         spark,
         0,
@@ -116,15 +134,20 @@ def test_batch_rerun_after_crash_writes_nothing_twice(spark: SparkSession, setti
         ],
     )
 
-    figures = run_twice(spark, settings, lambda: refine_events(batch0, 0, settings, WRITER))
+    figures = run_twice(spark, settings, in_batch(0, since, lambda: refine_events(batch0, 0, settings, WRITER)))
     assert (figures["rows_written"], figures["duplicates"], figures["quarantined"]) == (5, 1, 1)
     events0 = silver_batch(spark, settings, 0)
-    run_twice(spark, settings, lambda: update_windows(events0, 0, settings, WRITER, QUERY))
+    run_twice(spark, settings, in_batch(0, since, lambda: update_windows(events0, 0, settings, WRITER, QUERY)))
 
-    figures = run_twice(spark, settings, lambda: refine_events(batch1, 1, settings, WRITER))
+    figures = run_twice(spark, settings, in_batch(1, since, lambda: refine_events(batch1, 1, settings, WRITER)))
     assert (figures["rows_written"], figures["duplicates"], figures["conflicting"]) == (3, 2, 1)
     events1 = silver_batch(spark, settings, 1)
-    run_twice(spark, settings, lambda: update_windows(events1, 1, settings, WRITER, QUERY))
+    # Killed after the batch's appends (late event, corrections, watermark) committed, before its MERGE.
+    monkeypatch.setattr(windows, "_merge_into_gold", crash)
+    with pytest.raises(RuntimeError, match="killed"):
+        in_batch(1, since, lambda: update_windows(events1, 1, settings, WRITER, QUERY))()
+    monkeypatch.undo()
+    run_twice(spark, settings, in_batch(1, since, lambda: update_windows(events1, 1, settings, WRITER, QUERY)))
 
     counts = {t.name: rows_of(spark, settings, t) for t in all_tables(settings)}
     assert counts == {
@@ -191,9 +214,6 @@ def test_reconcile_rerun_after_crash_at_each_write_ends_exact(
     def logged(user: str) -> list[tuple]:
         rows = read(spark, settings, GOLD_CORRECTIONS).where(f"cause = 'reconciliation' AND user_id = '{user}'")
         return sorted((r.revision, r.old_total_amount, r.new_total_amount) for r in rows.collect())
-
-    def crash(*_: object) -> None:
-        raise RuntimeError("killed")
 
     # Killed before any write, then after the MERGE but before the log: gold is ahead of the log.
     assert a_1000() == (Decimal("5.00"), 1, 1)

@@ -5,7 +5,7 @@ from pyspark.sql import functions as F
 
 from transforms.events import parse_events
 from warehouse.catalog import SILVER_DUPLICATES, SILVER_EVENTS, SILVER_QUARANTINE
-from warehouse.delta import append_once, read_table
+from warehouse.delta import append_all_once, materialized, read_table
 from warehouse.settings import Settings
 
 #: Arrival order: an earlier bronze batch arrived earlier; within a batch, older files first, then the
@@ -32,56 +32,46 @@ def refine_events(bronze: DataFrame, batch_id: int, settings: Settings, writer_i
     parsed = parse_events(bronze).withColumns(
         {"source_position": source_position(), "silver_batch": F.lit(batch_id).cast("long")}
     )
-    parsed.persist()
-    classified: DataFrame | None = None
-    try:
-        rows_in = parsed.count()
-        if rows_in == 0:
-            return {"rows_in": 0, "rows_written": 0, "quarantined": 0, "duplicates": 0, "conflicting": 0}
-
-        quarantined = parsed.where(F.col("reason").isNotNull())
-
-        by_arrival = Window.partitionBy("event_id").orderBy(*ARRIVAL_ORDER)
-        ranked = parsed.where(F.col("reason").isNull()).withColumns(
-            {
-                "arrival_rank": F.row_number().over(by_arrival),
-                "first_hash_in_batch": F.first("payload_hash").over(by_arrival),
-            }
+    valid = F.col("reason").isNull()
+    # Quarantined lines ride along (ranked apart from valid ones), so one pass classifies every line.
+    by_arrival = Window.partitionBy("event_id", valid).orderBy(*ARRIVAL_ORDER)
+    ranked = parsed.withColumns(
+        {
+            "arrival_rank": F.when(valid, F.row_number().over(by_arrival)),
+            "first_hash_in_batch": F.when(valid, F.first("payload_hash").over(by_arrival)),
+        }
+    )
+    history = (
+        read_table(spark, settings, SILVER_EVENTS)
+        .where(F.col("silver_batch") < batch_id)
+        .select("event_id", F.col("payload_hash").alias("history_hash"))
+    )
+    classified = (
+        ranked.join(history, "event_id", "left")
+        .withColumn("is_new", valid & (F.col("arrival_rank") == 1) & F.col("history_hash").isNull())
+        .withColumn("is_duplicate", valid & ~F.col("is_new"))
+        .withColumn("first_payload_hash", F.coalesce("history_hash", "first_hash_in_batch"))
+        .withColumn(
+            "conflicting", F.col("is_duplicate") & ~F.col("payload_hash").eqNullSafe(F.col("first_payload_hash"))
         )
-        history = (
-            read_table(spark, settings, SILVER_EVENTS)
-            .where(F.col("silver_batch") < batch_id)
-            .select("event_id", F.col("payload_hash").alias("history_hash"))
-        )
-        classified = ranked.join(history, "event_id", "left").withColumn(
-            "is_new", (F.col("arrival_rank") == 1) & F.col("history_hash").isNull()
-        )
-        classified.persist()
-
-        new_events = classified.where("is_new").withColumn("event_date", F.to_date("event_time"))
-        duplicates = (
-            classified.where(~F.col("is_new"))
-            .withColumn("first_payload_hash", F.coalesce("history_hash", "first_hash_in_batch"))
-            .withColumn("conflicting", ~F.col("payload_hash").eqNullSafe(F.col("first_payload_hash")))
-        )
-
-        figures = (
-            quarantined.agg(F.count("*")).first()[0],
-            duplicates.agg(F.count("*"), F.coalesce(F.sum(F.col("conflicting").cast("long")), F.lit(0))).first(),
-        )
-        n_quarantined, (n_duplicates, n_conflicting) = figures
-
-        if n_quarantined:
-            append_once(quarantined, settings, SILVER_QUARANTINE, writer_id, batch_id)
-        if n_duplicates:
-            append_once(duplicates, settings, SILVER_DUPLICATES, writer_id, batch_id)
+    )
+    with materialized(classified) as classified:
+        counts = classified.agg(
+            F.count("*"),
+            F.count_if(~valid),
+            F.count_if("is_duplicate"),
+            F.count_if("conflicting"),
+        ).first()
+        rows_in, n_quarantined, n_duplicates, n_conflicting = (int(v) for v in counts)
         n_new = rows_in - n_quarantined - n_duplicates
+        writes = []
+        if n_quarantined:
+            writes.append((classified.where(~valid), SILVER_QUARANTINE))
+        if n_duplicates:
+            writes.append((classified.where("is_duplicate"), SILVER_DUPLICATES))
         if n_new:
-            append_once(new_events, settings, SILVER_EVENTS, writer_id, batch_id)
-    finally:
-        if classified is not None:
-            classified.unpersist()
-        parsed.unpersist()
+            writes.append((classified.where("is_new").withColumn("event_date", F.to_date("event_time")), SILVER_EVENTS))
+        append_all_once(writes, settings, writer_id, batch_id)
     return {
         "rows_in": rows_in,
         "rows_written": n_new,

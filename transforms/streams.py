@@ -24,7 +24,7 @@ from transforms.reconcile import GOLD_LOCK, fold_late_events, repair_dates
 from transforms.silver import refine_events
 from transforms.windows import update_windows
 from warehouse.catalog import BRONZE_EVENTS, SILVER_EVENTS, SILVER_LATE_EVENTS, all_tables, user_spend_table
-from warehouse.delta import ensure_tables
+from warehouse.delta import batch_scope, ensure_tables
 from warehouse.locks import hold, hold_all
 from warehouse.settings import Settings
 
@@ -112,6 +112,15 @@ def completed_source_version(checkpoint: Path, batch_id: int) -> int | None:
     return int(offset["reservoirVersion"]) - 1
 
 
+def batch_earliest_start(checkpoint: Path, batch_id: int) -> float:
+    """An instant (epoch seconds) before which no attempt of ``batch_id`` can have started: when the
+    checkpoint recorded the previous batch as finished, or, for its first batch, when it was created.
+    Neither file is ever rewritten, so a batch re-run after a crash gets the same instant as its first try."""
+    previous = checkpoint / "commits" / str(batch_id - 1)
+    anchor = previous if batch_id > 0 and previous.exists() else checkpoint / "metadata"
+    return anchor.stat().st_mtime
+
+
 def committed_batches(checkpoint: Path) -> list[int]:
     """The micro-batches a query has finished (its checkpoint's commit log), oldest first."""
     commits = checkpoint / "commits"
@@ -189,11 +198,12 @@ def start_stage(
         if "id" not in writer:
             writer["id"] = _writer_id(checkpoint, stage)
         started = time.monotonic()
-        if stage.lock:
-            with hold(settings, stage.lock, wait_seconds=GOLD_LOCK_WAIT_SECONDS, purpose=f"{stage.name} batch"):
+        with batch_scope(writer["id"], batch_id, batch_earliest_start(checkpoint, batch_id)):
+            if stage.lock:
+                with hold(settings, stage.lock, wait_seconds=GOLD_LOCK_WAIT_SECONDS, purpose=f"{stage.name} batch"):
+                    figures = stage.process(batch, batch_id, settings, writer["id"])
+            else:
                 figures = stage.process(batch, batch_id, settings, writer["id"])
-        else:
-            figures = stage.process(batch, batch_id, settings, writer["id"])
         report.add(figures, time.monotonic() - started)
 
     stream = (

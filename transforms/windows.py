@@ -21,7 +21,7 @@ from warehouse.catalog import (
     Table,
     user_spend_table,
 )
-from warehouse.delta import append_once, merge_once, read_table
+from warehouse.delta import already_written, append_all_once, materialized, merge_once, read_table
 from warehouse.settings import Settings
 
 
@@ -42,6 +42,11 @@ class Watermark:
         return Watermark(new_max, new_mark)
 
 
+#: (writer, batch id) → the watermark that batch recorded; lets the next batch of a running stream skip
+#: reading ops.watermarks. Only the newest batch per writer is kept.
+_RECORDED: dict[str, tuple[int, Watermark]] = {}
+
+
 def watermark_before(
     spark: SparkSession, settings: Settings, query_name: str, batch_id: int, writer_id: str | None = None
 ) -> Watermark:
@@ -50,6 +55,8 @@ def watermark_before(
     A new writer (the query's checkpoint was reset, e.g. by a replay) has no batches of its own yet and
     inherits the furthest watermark its predecessors recorded: event time never goes back.
     """
+    if writer_id and writer_id in _RECORDED and _RECORDED[writer_id][0] == batch_id - 1:
+        return _RECORDED[writer_id][1]
     marks = read_table(spark, settings, OPS_WATERMARKS).where(F.col("query_name") == query_name)
     own = F.col("writer_id").eqNullSafe(F.lit(writer_id)) if writer_id else F.lit(True)
     row = marks.where(own & (F.col("batch_id") < batch_id)).orderBy(F.col("batch_id").desc()).first()
@@ -102,12 +109,17 @@ def closes_at(settings: Settings) -> F.Column:
     return F.col("window_end") + F.expr(f"INTERVAL {settings.allowed_lateness_seconds} SECONDS")
 
 
+def is_late(settings: Settings, mark: Watermark) -> F.Column:
+    """An event is late when the watermark had closed its window before this batch."""
+    if mark.watermark is None:
+        return F.lit(False)
+    return closes_at(settings) <= F.lit(mark.watermark)
+
+
 def split_late(windowed: DataFrame, settings: Settings, mark: Watermark) -> tuple[DataFrame, DataFrame]:
     """(on time, late): late events belong to a window that the watermark had closed before this batch."""
-    if mark.watermark is None:
-        return windowed, windowed.limit(0)
-    is_late = closes_at(settings) <= F.lit(mark.watermark)
-    return windowed.where(~is_late), windowed.where(is_late)
+    late = is_late(settings, mark)
+    return windowed.where(~late), windowed.where(late)
 
 
 def update_windows(
@@ -131,9 +143,11 @@ def update_windows(
     windowed = assign_windows(events.select("event_id", "user_id", "event_time", "amount", "ingest_time"), settings)
     windowed.persist()
     try:
-        rows_in, batch_max = windowed.agg(F.count("*"), F.max("event_time")).first()
-        after = before.advance(_utc(batch_max), settings.watermark_delay)
         on_time, late = split_late(windowed, settings, before)
+        rows_in, batch_max, n_late = windowed.agg(
+            F.count("*"), F.max("event_time"), F.count_if(is_late(settings, before))
+        ).first()
+        after = before.advance(_utc(batch_max), settings.watermark_delay)
         now = datetime.now(UTC)
 
         late_rows = late.select(
@@ -150,30 +164,29 @@ def update_windows(
             "ingest_time",
             F.lit(batch_id).cast("long").alias("gold_batch"),
         )
-        n_late = late_rows.count()
-        if n_late:
-            append_once(late_rows, settings, SILVER_LATE_EVENTS, writer_id, batch_id)
-
-        changes = _window_changes(spark, settings, gold, on_time, before, after, now, batch_id)
-        changes.persist()
-        n_changed, n_revised = changes.agg(F.count("*"), F.count(F.col("old_revision"))).first()
-        if n_changed:
-            # Appended even when empty: the commit records this batch's transaction id, so a re-run after the
-            # MERGE committed (which reads the batch's own rows as old values) cannot log corrections again.
-            append_once(_corrections(changes, gold), settings, GOLD_CORRECTIONS, writer_id, batch_id)
-            merge_once(
-                spark,
-                writer_id,
-                batch_id,
-                lambda: _merge_into_gold(spark, settings, gold, changes),
-                consumption_metadata(writer_id, batch_id, silver_version),
-            )
-        changes.unpersist()
-
         mark_row = spark.createDataFrame(
             [(query_name, writer_id, batch_id, after.max_event_time, after.watermark, now)], OPS_WATERMARKS.schema
         )
-        append_once(mark_row, settings, OPS_WATERMARKS, writer_id, batch_id)
+        with materialized(_window_changes(spark, settings, gold, on_time, before, after, now, batch_id)) as changes:
+            n_changed, n_revised = changes.agg(F.count("*"), F.count(F.col("old_revision"))).first()
+            writes = [(mark_row, OPS_WATERMARKS)]
+            if n_late:
+                writes.append((late_rows, SILVER_LATE_EVENTS))
+            if n_changed and not already_written(settings, gold, writer_id, batch_id):
+                # Logged before the MERGE, and only while it has not committed: a re-run after it would read
+                # the batch's own rows as old values (an empty log commits nothing, so it cannot be the marker).
+                writes.append((_corrections(changes, gold), GOLD_CORRECTIONS))
+            append_all_once(writes, settings, writer_id, batch_id)
+            if n_changed:
+                merge_once(
+                    spark,
+                    writer_id,
+                    batch_id,
+                    lambda: _merge_into_gold(spark, settings, gold, changes),
+                    consumption_metadata(writer_id, batch_id, silver_version),
+                    target=gold.path(settings),
+                )
+        _RECORDED[writer_id] = (batch_id, after)
     finally:
         windowed.unpersist()
     return {

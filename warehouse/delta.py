@@ -1,16 +1,27 @@
 """Delta helpers: create catalog tables, and write exactly once per (writer, micro-batch).
 
-Exactly-once rests on Delta's transaction identifiers: every write of a micro-batch carries
-``(app_id, version=batch_id)``; Delta records the pair in the same commit and skips any later write whose
-version is not newer. A batch re-run after a crash therefore re-applies only the writes that never committed.
+Every write of a micro-batch is tagged with its writer and batch, in the same atomic commit as the data, and
+is skipped when that pair already committed, so a batch re-run after a crash re-applies only the writes that
+never committed. Two ways to know "already committed":
+
+- Delta's transaction identifiers ``(txnAppId, txnVersion=batch_id)``: Delta checks them itself, but each
+  check reconstructs the table's whole state (three Spark jobs, ~0.7 s, growing with the table's file count).
+- Inside a stream's batch (``batch_scope``): the commit's ``userMetadata`` names ``writer`` and ``batch``, and
+  the check reads only the commits written since the batch could have started (usually none) straight from
+  ``_delta_log``. Sound because a stream's checkpoint has one writer (its lock) and no commit of batch N can
+  predate the checkpoint's record that batch N-1 finished.
 """
 
+import contextvars
 import json
+import os
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 from delta.tables import DeltaTable
@@ -24,10 +35,16 @@ _TXN_VERSION = "spark.databricks.delta.write.txnVersion"
 _USER_METADATA = "spark.databricks.delta.commitInfo.userMetadata"
 
 
-def ensure_table(spark: SparkSession, settings: Settings, table: Table) -> DeltaTable:
-    """Create the table at its catalog path if it does not exist yet, and return it."""
+def is_delta_table(path: Path) -> bool:
+    """A Delta table exists at ``path`` (its log has a first commit); no JVM, no log replay."""
+    log = path / "_delta_log"
+    return log.is_dir() and any(name.endswith(".json") for name in os.listdir(log))
+
+
+def ensure_table(spark: SparkSession, settings: Settings, table: Table) -> None:
+    """Create the table at its catalog path if it does not exist yet."""
     path = str(table.path(settings))
-    if not DeltaTable.isDeltaTable(spark, path):
+    if not is_delta_table(table.path(settings)):
         builder = DeltaTable.createIfNotExists(spark).location(path).addColumns(table.schema)
         if table.partition_by:
             builder = builder.partitionedBy(*table.partition_by)
@@ -35,7 +52,6 @@ def ensure_table(spark: SparkSession, settings: Settings, table: Table) -> Delta
         for key, value in table.properties.items():
             builder = builder.property(key, value)
         builder.execute()
-    return DeltaTable.forPath(spark, path)
 
 
 def ensure_tables(spark: SparkSession, settings: Settings, tables: list[Table]) -> None:
@@ -55,16 +71,135 @@ def as_of(spark: SparkSession, settings: Settings, table: Table, version: int | 
     return reader.load(str(table.path(settings)))
 
 
+@dataclass(frozen=True)
+class BatchScope:
+    """One stream micro-batch being written: no commit of it can be older than ``since`` (epoch seconds)."""
+
+    app_id: str
+    batch_id: int
+    since: float
+
+
+_BATCH: contextvars.ContextVar[BatchScope | None] = contextvars.ContextVar("lakehouse_batch", default=None)
+
+#: File times come from one clock, but a commit's mtime is set when its file is closed: a little slack.
+_CLOCK_SLACK_SECONDS = 5.0
+
+
+@contextmanager
+def batch_scope(app_id: str, batch_id: int, since: float) -> Iterator[None]:
+    """Declare the micro-batch the writes inside belong to (set by the stream runner around each batch)."""
+    token = _BATCH.set(BatchScope(app_id, batch_id, since))
+    try:
+        yield
+    finally:
+        _BATCH.reset(token)
+
+
+def _scoped(app_id: str, batch_id: int) -> BatchScope | None:
+    scope = _BATCH.get()
+    return scope if scope and scope.app_id == app_id and scope.batch_id == batch_id else None
+
+
+def committed_since(path: Path, app_id: str, batch_id: int, since: float) -> bool:
+    """Whether a commit of the table at ``path`` newer than ``since`` records (app_id, batch_id)."""
+    log = path / "_delta_log"
+    version = _latest_version(log)
+    while version >= 0:
+        commit = log / f"{version:020d}.json"
+        try:
+            if commit.stat().st_mtime < since - _CLOCK_SLACK_SECONDS:
+                return False
+            text = commit.read_text()
+        except FileNotFoundError:  # cleaned up by log retention: far older than any batch in flight
+            return False
+        for line in text.splitlines():
+            if line.startswith('{"commitInfo"'):
+                found = _user_metadata(json.loads(line)["commitInfo"].get("userMetadata"))
+                if found.get("writer") == app_id and found.get("batch") == batch_id:
+                    return True
+        version -= 1
+    return False
+
+
+def _latest_version(log: Path) -> int:
+    """The newest commit version in a ``_delta_log`` folder (-1 when none), probing up from its checkpoint."""
+    version = -1
+    with suppress(FileNotFoundError, ValueError, KeyError):
+        version = int(json.loads((log / "_last_checkpoint").read_text())["version"])
+    while (log / f"{version + 1:020d}.json").exists():
+        version += 1
+    return version
+
+
+def _user_metadata(raw: str | None) -> dict:
+    try:
+        found = json.loads(raw or "null")
+    except ValueError:
+        return {}
+    return found if isinstance(found, dict) else {}
+
+
+def batch_metadata(app_id: str, batch_id: int, extra: dict[str, Any] | None = None) -> str:
+    return json.dumps({"writer": app_id, "batch": batch_id, **(extra or {})}, sort_keys=True)
+
+
+def already_written(settings: Settings, table: Table, app_id: str, batch_id: int) -> bool:
+    """Whether (app_id, batch_id) has committed a write to ``table`` (either way of tagging, see above)."""
+    scope = _scoped(app_id, batch_id)
+    path = table.path(settings)
+    if scope is not None:
+        return is_delta_table(path) and committed_since(path, app_id, batch_id, scope.since)
+    committed = transaction_version(settings, table, app_id)
+    return committed is not None and committed >= batch_id
+
+
 def append_once(df: DataFrame, settings: Settings, table: Table, app_id: str, batch_id: int) -> None:
     """Append ``df`` (projected onto the table's columns) unless this (app_id, batch_id) already committed."""
-    (
-        df.select(*table.column_names)
-        .write.format("delta")
-        .mode("append")
-        .option("txnAppId", app_id)
-        .option("txnVersion", batch_id)
-        .save(str(table.path(settings)))
-    )
+    path = table.path(settings)
+    writer = df.select(*table.column_names).write.format("delta").mode("append")
+    scope = _scoped(app_id, batch_id)
+    if scope is not None:
+        if is_delta_table(path) and committed_since(path, app_id, batch_id, scope.since):
+            return
+        writer = writer.option("userMetadata", batch_metadata(app_id, batch_id))
+    else:
+        writer = writer.option("txnAppId", app_id).option("txnVersion", batch_id)
+    writer.save(str(path))
+
+
+@contextmanager
+def materialized(df: DataFrame) -> Iterator[DataFrame]:
+    """``df`` computed once and kept (memory, spilling to disk) for the block, with its lineage cut.
+
+    Unlike ``persist``, a write of the result does not carry the tables ``df`` read: appending rows
+    derived from a read of the same table made Delta reconstruct that table's whole state to record the
+    read (three Spark jobs, growing with the table). The blocks are freed when the block ends.
+    """
+    detached = df.localCheckpoint(eager=True)
+    try:
+        yield detached
+    finally:
+        # The checkpointed frame is a LogicalRDD over the blocks; dropping them is the only way to free
+        # them before the JVM's garbage collector gets to it.
+        detached._jdf.queryExecution().analyzed().rdd().unpersist(False)
+
+
+def append_all_once(writes: list[tuple[DataFrame, Table]], settings: Settings, app_id: str, batch_id: int) -> None:
+    """``append_once`` into several tables side by side: each commit's fixed cost (log listing, commit,
+    checksum) is mostly driver time, so a few small appends overlap well even on two cores."""
+    if len(writes) <= 1:
+        for df, table in writes:
+            append_once(df, settings, table, app_id, batch_id)
+        return
+    with ThreadPoolExecutor(max_workers=len(writes)) as pool:
+        # Each thread runs in a copy of this context, so the batch scope travels with it.
+        futures = [
+            pool.submit(contextvars.copy_context().run, append_once, df, settings, table, app_id, batch_id)
+            for df, table in writes
+        ]
+        for future in futures:
+            future.result()
 
 
 @contextmanager
@@ -97,10 +232,26 @@ def merge_once(
     batch_id: int,
     merge: Callable[[], None],
     user_metadata: dict[str, Any] | None = None,
+    target: Path | None = None,
 ) -> None:
-    """Run a MERGE built by ``merge`` exactly once for (app_id, batch_id), retrying write conflicts."""
-    with transaction_id(spark, app_id, batch_id, user_metadata):
-        retry_conflicts(merge)
+    """Run a MERGE built by ``merge`` into the table at ``target`` exactly once for (app_id, batch_id),
+    retrying write conflicts. Inside a ``batch_scope`` the check reads recent commits (``target`` needed)."""
+    scope = _scoped(app_id, batch_id)
+    if scope is None or target is None:
+        with transaction_id(spark, app_id, batch_id, user_metadata):
+            retry_conflicts(merge)
+        return
+
+    def merge_unless_committed() -> None:
+        # Checked before every attempt: an attempt that committed and then failed must not run twice.
+        if not committed_since(target, app_id, batch_id, scope.since):
+            merge()
+
+    spark.conf.set(_USER_METADATA, batch_metadata(app_id, batch_id, user_metadata))
+    try:
+        retry_conflicts(merge_unless_committed)
+    finally:
+        spark.conf.unset(_USER_METADATA)
 
 
 #: Delta's optimistic-concurrency failures: another writer committed first; the write can be re-run.
