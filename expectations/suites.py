@@ -25,7 +25,7 @@ from pyspark.sql import functions as F
 
 from expectations.validation import CRITICAL, WARNING, SuiteResult, gx_expectations, timed, validate
 from transforms.landing import files_read, split_lines
-from transforms.reconcile import GOLD_LOCK, KEY, ReconcileError, gold_silver_version, recompute_windows
+from transforms.reconcile import KEY, ReconcileError, gold_silver_version, recompute_windows
 from transforms.streams import (
     GOLD_LOCK_WAIT_SECONDS,
     RECONCILE_STAGE,
@@ -43,7 +43,7 @@ from warehouse.catalog import (
     user_spend_table,
 )
 from warehouse.delta import as_of, read_table, table_version
-from warehouse.locks import hold
+from warehouse.locks import GOLD_LOCK, hold
 from warehouse.settings import Settings
 
 #: Amounts as decimal(18,2) text: at most 16 integer digits and exactly two fractional ones.

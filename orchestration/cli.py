@@ -1,6 +1,7 @@
 """The ``lakehouse`` command line: the same transforms the Dagster assets run, from a terminal."""
 
 import json
+import os
 import sys
 import time
 from collections.abc import Callable
@@ -25,6 +26,19 @@ app = typer.Typer(
 )
 console = Console()
 errors = Console(stderr=True)
+
+
+@app.callback()
+def _options(
+    verbose: Annotated[
+        bool, typer.Option("--verbose", "-v", help="Show Spark's own log lines on the terminal too.")
+    ] = False,
+) -> None:
+    """A Kappa-style streaming lakehouse: landing → bronze → silver → gold in Delta Lake.
+
+    Spark's own log lines go to LAKEHOUSE_HOME/logs/spark.log unless --verbose (or LAKEHOUSE_VERBOSE=1)."""
+    if verbose:
+        os.environ["LAKEHOUSE_VERBOSE"] = "1"
 
 
 def _fails_in_one_line(command: Callable[..., Any]) -> Callable[..., Any]:
@@ -137,10 +151,12 @@ def run(
     """Run the streams landing → bronze → silver → gold, once (availableNow) or continuously."""
     if once == continuous:
         raise typer.BadParameter("choose exactly one of --once or --continuous")
-    from transforms.streams import run_continuous, run_once
+    from transforms.streams import run_continuous, run_once, stages
+    from warehouse.locks import ensure_free
     from warehouse.session import spark_session
 
     settings = _settings()
+    ensure_free(settings, [stage.name for stage in stages(settings)])
     with console.status("starting Spark"):
         spark = spark_session(settings)
     if once:
@@ -156,6 +172,104 @@ def run(
         figures = ", ".join(f"{k}={v:,.0f}" for k, v in report.figures.items() if k != "watermark")
         table.add_row(report.name, str(report.batches), f"{report.seconds:.1f}", figures)
     console.print(table)
+
+
+@app.command()
+@_fails_in_one_line
+def status(
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object per stream, then exit.")] = False,
+    watch: Annotated[
+        bool | None,
+        typer.Option("--watch/--once", help="Keep the view live (default on a terminal) or print it once."),
+    ] = None,
+    interval: Annotated[float, typer.Option(help="Seconds between refreshes of the live view.")] = 2.0,
+) -> None:
+    """Each stream's state, backlog and lag, newest batch, rates and watermark (no Spark is started)."""
+    from transforms.streams import pipeline_status
+
+    settings = _settings()
+    if as_json:
+        sys.stdout.write(json.dumps([s.to_json() for s in pipeline_status(settings)], indent=2) + "\n")
+        return
+    if watch is None:
+        watch = console.is_terminal
+    if not watch:
+        console.print(_status_table(pipeline_status(settings)), width=max(console.width, 132))
+        return
+    from rich.live import Live
+
+    with Live(_status_table(pipeline_status(settings)), console=console, refresh_per_second=4) as live:
+        while True:
+            time.sleep(max(interval, 0.2))
+            live.update(_status_table(pipeline_status(settings)))
+
+
+@app.command()
+@_fails_in_one_line
+def maintain(
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object per table only.")] = False,
+) -> None:
+    """Compact every table (gold Z-ordered by user_id), VACUUM old unreferenced files, checkpoint the logs."""
+    from warehouse.catalog import all_tables
+    from warehouse.maintenance import maintain_tables
+    from warehouse.session import spark_session
+
+    settings = _settings()
+    with console.status("starting Spark"):
+        spark = spark_session(settings)
+    with console.status("compacting, vacuuming, checkpointing"):
+        results = maintain_tables(spark, settings, all_tables(settings))
+    if as_json:
+        sys.stdout.write(json.dumps([r.to_json() for r in results], indent=2) + "\n")
+        return
+    table = RichTable("table", "live files", "files on disk", "seconds", title="maintenance")
+    for r in results:
+        seconds = r.optimize_seconds + r.vacuum_seconds + r.checkpoint_seconds
+        table.add_row(
+            r.table,
+            f"{r.live_files_before:,} → {r.live_files_after:,}",
+            f"{r.files_on_disk_before:,} → {r.files_on_disk_after:,}",
+            f"{seconds:.1f}",
+        )
+    console.print(table)
+    console.print(f"VACUUM kept files unreferenced for less than {settings.vacuum_retention_hours} h", highlight=False)
+
+
+def _ago(instant: str | None) -> str:
+    if not instant:
+        return "never"
+    seconds = max(0.0, time.time() - datetime.fromisoformat(instant).timestamp())
+    return (
+        f"{seconds:.0f}s ago"
+        if seconds < 120
+        else f"{seconds / 60:.0f}m ago"
+        if seconds < 7200
+        else f"{seconds / 3600:.0f}h ago"
+    )
+
+
+def _status_table(streams: list) -> RichTable:
+    table = RichTable(title=f"streams · {datetime.now().astimezone():%H:%M:%S}")
+    for column in ("stream", "state", "backlog (lag)", "last batch", "rows", "rows/s", "batch s", "watermark"):
+        table.add_column(column, no_wrap=True)
+    for stream in streams:
+        last = stream.last_batch or {}
+        backlog = (
+            f"{stream.backlog:,} {stream.backlog_unit} ({stream.lag_seconds:,.0f}s)"
+            if stream.backlog
+            else "[dim]none[/]"
+        )
+        table.add_row(
+            stream.stream,
+            "[green]running[/]" if stream.running else "[dim]stopped[/]",
+            backlog,
+            f"#{last['batch_id']} {_ago(last.get('recorded_at'))}" if last else "never",
+            f"{last.get('rows_in', 0):,}" if last else "",
+            f"{last.get('processed_rows_per_second', 0):,.0f}" if last else "",
+            f"{last.get('batch_seconds', 0):.1f}" if last else "",
+            (last.get("watermark") or "")[5:16].replace("T", " ") if last else "",
+        )
+    return table
 
 
 def _print_reports(reports: list, title: str) -> None:
@@ -204,11 +318,13 @@ def reconcile(
     ] = None,
 ) -> None:
     """Fold late events into gold (only the affected windows); with dates, repair every window of them."""
-    from transforms.streams import run_reconcile
+    from transforms.streams import RECONCILE_STAGE, run_reconcile
+    from warehouse.locks import ensure_free
     from warehouse.session import spark_session
 
     dates = _date_range(from_date, to_date, date or [])
     settings = _settings()
+    ensure_free(settings, [RECONCILE_STAGE])
     with console.status("starting Spark"):
         spark = spark_session(settings)
     with console.status("reconciling gold with silver"):

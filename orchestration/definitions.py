@@ -2,13 +2,14 @@
 
 import dagster as dg
 
-from orchestration import quality, reconcile, streams
+from orchestration import maintenance, quality, reconcile, streams
 from orchestration.resources import lakehouse_resource
 
 defs = dg.Definitions.merge(
     streams.defs,
     reconcile.defs,
     quality.defs,
+    maintenance.defs,
     dg.Definitions(
         resources={"lakehouse": lakehouse_resource(dg.EnvVar("LAKEHOUSE_HOME").get_value())},
         # One process per run: Spark's session (and its JVM) is built once and shared by every step.

@@ -8,7 +8,7 @@ stable metadata keys so the UI plots them over time.
 import dagster as dg
 
 from orchestration.resources import LakehouseResource
-from transforms.streams import StageReport, prepare, run_stage_once, stage_named, stages
+from transforms.streams import StageReport, pipeline_status, prepare, run_stage_once, stage_named, stages
 from warehouse.catalog import (
     BRONZE_EVENTS,
     GOLD_CORRECTIONS,
@@ -19,7 +19,7 @@ from warehouse.catalog import (
     Table,
     user_spend_table,
 )
-from warehouse.delta import table_version
+from warehouse.inspect import table_state
 from warehouse.settings import Settings
 
 SETTINGS = Settings.from_env()
@@ -55,14 +55,20 @@ def _materialization(
 ) -> dg.MaterializeResult:
     """Stable metadata keys: rows in/written, quarantined, duplicates, late, watermark, batch seconds, version."""
     settings = lakehouse.settings()
-    spark = lakehouse.spark()
     metadata: dict[str, dg.RawMetadataValue] = {
         key: float(report.figures.get(source, 0)) for key, source in figures.items()
     }
     metadata["batches"] = report.batches
     metadata["batch_seconds"] = round(report.seconds, 3)
-    metadata["table_version"] = table_version(spark, settings, table) or 0
-    metadata["dagster/row_count"] = spark.read.format("delta").load(str(table.path(settings))).count()
+    metadata["slowest_batch_seconds"] = round(report.slowest_batch_seconds, 3)
+    metadata["rows_per_second"] = round(report.figures.get("rows_in", 0) / report.seconds, 1) if report.seconds else 0.0
+    status = next(s for s in pipeline_status(settings) if s.stream == report.name)
+    metadata["backlog_after"] = status.backlog
+    metadata["lag_seconds"] = status.lag_seconds
+    # Read from the Delta log (delta-rs): a count through Spark would scan the whole table every run.
+    state = table_state(settings, table)
+    metadata["table_version"] = state.version or 0
+    metadata["dagster/row_count"] = state.rows or 0
     metadata["path"] = dg.MetadataValue.path(str(table.path(settings)))
     return dg.MaterializeResult(asset_key=asset_key(table), metadata=metadata)
 

@@ -17,6 +17,7 @@ from deltalake import DeltaTable
 from tests.lines import land
 from tests.reference import distinct_valid_events, landing_lines, window_totals
 from transforms.synthetic import StreamSpec, generate_lines
+from warehouse.locks import hold
 from warehouse.settings import Settings
 
 pytestmark = pytest.mark.slow
@@ -252,3 +253,54 @@ def test_sigkill_of_reconcile_and_of_stream_mid_run_then_restart_ends_exact(tmp_
             by_key[key]["total_amount"],
             by_key[key]["event_count"],
         ), key
+
+
+def test_status_progress_and_quiet_start(tmp_path: Path) -> None:
+    """`status` reads backlog, lag and locks without Spark; a busy stream is refused before the JVM starts;
+    a run keeps Spark's chatter in logs/spark.log and leaves one ops.stream_progress row per batch."""
+    home = tmp_path / "home"
+    settings = Settings.from_env({"LAKEHOUSE_HOME": str(home)})
+    lines = list(generate_lines(StreamSpec(events=400, users=5, seed=21)))
+    land(settings, "first.jsonl", lines[:200])
+    land(settings, "second.jsonl", lines[200:])
+    spark_log = home / "logs" / "spark.log"
+
+    before = lakehouse(home, "status", "--json")
+    assert before.returncode == 0, before.stderr
+    streams = {s["stream"]: s for s in json.loads(before.stdout)}
+    assert set(streams) == {"bronze_events", "silver_events", "gold_user_spend_5m", "reconcile_late_events"}
+    bronze = streams["bronze_events"]
+    assert (bronze["backlog"], bronze["backlog_unit"], bronze["running"]) == (2, "files", False)
+    assert bronze["lag_seconds"] >= 0 and bronze["last_batch"] is None
+
+    with hold(settings, "silver_events", purpose="a test holding the silver stream"):
+        busy = lakehouse(home, "run", "--once")
+        held = {s["stream"]: s for s in json.loads(lakehouse(home, "status", "--json").stdout)}
+    assert busy.returncode == 1
+    assert busy.stderr.strip().splitlines() == [
+        f"lakehouse: the silver_events lock is held by a test holding the silver stream "
+        f"({home / 'locks' / 'silver_events.lock'})"
+    ]
+    assert not spark_log.exists(), "the JVM started although the stream was busy"
+    assert held["silver_events"]["running"] and held["silver_events"]["held_by"] == "a test holding the silver stream"
+
+    run = lakehouse(home, "run", "--once")
+    assert run.returncode == 0, run.stderr
+    assert run.stderr == "", "Spark's own output belongs in logs/spark.log"
+    assert "incubator" in spark_log.read_text() or "WARN" in spark_log.read_text()
+
+    after = {s["stream"]: s for s in json.loads(lakehouse(home, "status", "--json").stdout)}
+    for name in ("bronze_events", "silver_events", "gold_user_spend_5m"):
+        assert after[name]["backlog"] == 0 and not after[name]["running"], after[name]
+        assert after[name]["last_batch"]["batch_seconds"] > 0
+    progress = _delta_rows(home, "ops", "stream_progress")
+    rows_in: dict[str, int] = defaultdict(int)
+    for row in progress:
+        rows_in[row["stream"]] += row["rows_in"]
+    assert rows_in == {
+        "bronze_events": len(lines),
+        "silver_events": len(lines),
+        "gold_user_spend_5m": distinct_valid_events(lines),
+    }
+    assert len({(r["stream"], r["batch_id"]) for r in progress}) == len(progress)
+    assert all(r["watermark"] is not None for r in progress if r["stream"] == "gold_user_spend_5m")

@@ -70,7 +70,7 @@ def split_lines(files: DataFrame) -> DataFrame:
     )
 
 
-def _source_log(checkpoint: Path) -> dict[str, int]:
+def source_log(checkpoint: Path) -> dict[str, int]:
     """Every file the landing stream's file source has taken, with its batch: the source's own log
     (``sources/0``: a JSON line per file, compacted every few batches into ``N.compact``)."""
     log = checkpoint / "sources" / "0"
@@ -90,7 +90,7 @@ def _source_log(checkpoint: Path) -> dict[str, int]:
 def files_read(checkpoint: Path, last_batch: int) -> list[str]:
     """Paths (as Spark's log names them, ``file:///…``) of the files the landing stream took in batches
     up to ``last_batch``."""
-    return sorted(path for path, batch_id in _source_log(checkpoint).items() if batch_id <= last_batch)
+    return sorted(path for path, batch_id in source_log(checkpoint).items() if batch_id <= last_batch)
 
 
 def batch_has_glob_names(checkpoint: Path, batch_id: int) -> bool:
@@ -101,7 +101,7 @@ def batch_has_glob_names(checkpoint: Path, batch_id: int) -> bool:
     """
     return any(
         _GLOB_CHARACTERS.search(unquote(path.rsplit("/", 1)[-1]))
-        for path, taken in _source_log(checkpoint).items()
+        for path, taken in source_log(checkpoint).items()
         if taken == batch_id
     )
 

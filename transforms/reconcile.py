@@ -53,7 +53,6 @@ from warehouse.delta import (
 from warehouse.settings import Settings
 
 #: The lock every read-modify-write of gold holds (window stream batches, reconciliation, replay swap).
-GOLD_LOCK = "gold"
 
 KEY = ["user_id", "window_start"]
 

@@ -23,7 +23,7 @@ from delta.tables import DeltaTable
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from transforms.reconcile import GOLD_LOCK, KEY
+from transforms.reconcile import KEY
 from transforms.streams import (
     RECONCILE_STAGE,
     StageReport,
@@ -48,7 +48,7 @@ from warehouse.catalog import (
     user_spend_table,
 )
 from warehouse.delta import append_once, read_table, transaction_id
-from warehouse.locks import hold_all
+from warehouse.locks import GOLD_LOCK, hold_all
 from warehouse.settings import Settings
 
 

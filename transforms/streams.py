@@ -20,12 +20,13 @@ from pyspark.sql.streaming import StreamingQuery
 
 from transforms.bronze import LANDING_STAGE, land_lines
 from transforms.landing import read_landing
-from transforms.reconcile import GOLD_LOCK, fold_late_events, repair_dates
+from transforms.progress import StreamStatus, await_progress, recorder_for, stream_status
+from transforms.reconcile import fold_late_events, repair_dates
 from transforms.silver import refine_events
 from transforms.windows import update_windows
 from warehouse.catalog import BRONZE_EVENTS, SILVER_EVENTS, SILVER_LATE_EVENTS, all_tables, user_spend_table
 from warehouse.delta import batch_scope, ensure_tables
-from warehouse.locks import hold, hold_all
+from warehouse.locks import GOLD_LOCK, hold, hold_all
 from warehouse.settings import Settings
 
 BatchFunction = Callable[[DataFrame, int, Settings, str], dict[str, float]]
@@ -45,6 +46,7 @@ class StageReport:
     name: str
     batches: int = 0
     seconds: float = 0.0
+    slowest_batch_seconds: float = 0.0
     figures: dict[str, float] = field(default_factory=dict)
     #: Called after every batch with the report and that batch's figures (progress bars).
     listener: Callable[["StageReport", dict[str, float]], None] | None = field(default=None, repr=False)
@@ -52,6 +54,7 @@ class StageReport:
     def add(self, batch_figures: dict[str, float], seconds: float) -> None:
         self.batches += 1
         self.seconds += seconds
+        self.slowest_batch_seconds = max(self.slowest_batch_seconds, seconds)
         for key, value in batch_figures.items():
             if key == "watermark":
                 self.figures[key] = value
@@ -72,6 +75,8 @@ class Stage:
     read: Callable[[SparkSession, Settings], DataFrame]
     process: BatchFunction
     lock: str | None = None
+    #: What it reads: ``landing`` or the Delta table's name.
+    source: str = "landing"
 
 
 def _read_delta(table_name: str, stage_name: str) -> Callable[[SparkSession, Settings], DataFrame]:
@@ -150,8 +155,10 @@ def stages(settings: Settings) -> list[Stage]:
 
     return [
         Stage(LANDING_STAGE, read_landing, land_lines),
-        Stage("silver_events", _read_delta(BRONZE_EVENTS.name, "silver_events"), refine_events),
-        Stage(gold_name, _read_delta(SILVER_EVENTS.name, gold_name), windows, lock=GOLD_LOCK),
+        Stage(
+            "silver_events", _read_delta(BRONZE_EVENTS.name, "silver_events"), refine_events, source=BRONZE_EVENTS.name
+        ),
+        Stage(gold_name, _read_delta(SILVER_EVENTS.name, gold_name), windows, GOLD_LOCK, SILVER_EVENTS.name),
     ]
 
 
@@ -161,8 +168,20 @@ RECONCILE_STAGE = "reconcile_late_events"
 def reconcile_stage(settings: Settings) -> Stage:
     """Late events → gold: each batch of newly late events recomputes its windows from silver."""
     return Stage(
-        RECONCILE_STAGE, _read_delta(SILVER_LATE_EVENTS.name, RECONCILE_STAGE), fold_late_events, lock=GOLD_LOCK
+        RECONCILE_STAGE,
+        _read_delta(SILVER_LATE_EVENTS.name, RECONCILE_STAGE),
+        fold_late_events,
+        GOLD_LOCK,
+        SILVER_LATE_EVENTS.name,
     )
+
+
+def pipeline_status(settings: Settings) -> list[StreamStatus]:
+    """Every stream's state, backlog and newest batch, from files alone (no Spark session)."""
+    return [
+        stream_status(settings, stage.name, stage.source, checkpoint_dir(settings, stage))
+        for stage in [*stages(settings), reconcile_stage(settings)]
+    ]
 
 
 def stage_named(settings: Settings, name: str) -> Stage:
@@ -193,6 +212,7 @@ def start_stage(
     """Start one stage's query, ``availableNow`` when ``once`` else on a processing-time trigger."""
     checkpoint = checkpoint_dir(settings, stage)
     writer: dict[str, str] = {}
+    recorder = recorder_for(spark, settings)
 
     def each_batch(batch: DataFrame, batch_id: int) -> None:
         if "id" not in writer:
@@ -204,6 +224,7 @@ def start_stage(
                     figures = stage.process(batch, batch_id, settings, writer["id"])
             else:
                 figures = stage.process(batch, batch_id, settings, writer["id"])
+        recorder.batch_figures(stage.name, batch_id, figures)
         report.add(figures, time.monotonic() - started)
 
     stream = (
@@ -239,19 +260,33 @@ def run_stage_once(
     settings: Settings,
     stage: Stage,
     listener: Callable[[StageReport, dict[str, float]], None] | None = None,
+    record_progress: bool = True,
 ) -> StageReport:
-    """Process everything available to one stage now, in bounded micro-batches, then return."""
+    """Process everything available to one stage now, in bounded micro-batches, then return (and, with
+    ``record_progress``, append its batches' progress rows; a caller running several stages does it once)."""
     report = StageReport(stage.name, listener=listener)
     with stage_lock(settings, stage):
         query = start_stage(spark, settings, stage, report, once=True)
         query.awaitTermination()
+    if record_progress:
+        flush_progress(spark, settings, [stage])
     return report
+
+
+def flush_progress(spark: SparkSession, settings: Settings, done: Sequence[Stage]) -> None:
+    """Wait for Spark to report the finished stages' last batches, then append the progress rows."""
+    recorder = recorder_for(spark, settings)
+    await_progress(recorder, {stage.name for stage in done})
+    recorder.flush(spark)
 
 
 def run_once(spark: SparkSession, settings: Settings) -> list[StageReport]:
     """Bounded run of the whole pipeline: bronze, then silver, then gold, each until caught up."""
     prepare(spark, settings)
-    return [run_stage_once(spark, settings, stage) for stage in stages(settings)]
+    pipeline = stages(settings)
+    reports = [run_stage_once(spark, settings, stage, record_progress=False) for stage in pipeline]
+    flush_progress(spark, settings, pipeline)
+    return reports
 
 
 def run_reconcile(spark: SparkSession, settings: Settings, dates: Sequence[date] = ()) -> list[StageReport]:
@@ -290,6 +325,7 @@ def run_continuous(
         for signum in (signal.SIGINT, signal.SIGTERM):
             previous[signum] = signal.signal(signum, lambda *_: stop.set())
     reports = [StageReport(stage.name) for stage in stages(settings)]
+    recorder = recorder_for(spark, settings)
     queries: list[StreamingQuery] = []
     try:
         with _all_locks(settings):
@@ -301,9 +337,11 @@ def run_continuous(
                         raise query.exception()
                 if on_progress:
                     on_progress(reports)
+                recorder.flush_if_due(spark)
     finally:
         for query in queries:
             query.stop()
+        recorder.flush(spark)
         for signum, handler in previous.items():
             signal.signal(signum, handler)
     return reports

@@ -46,6 +46,8 @@ class Table:
     key: tuple[str, ...] = ()
     append_only: bool = True
     properties: dict[str, str] = field(default_factory=dict)
+    #: Columns maintenance Z-orders the files by (readers filter by them), beyond the partitioning.
+    zorder_by: tuple[str, ...] = ()
 
     @property
     def name(self) -> str:
@@ -176,6 +178,7 @@ def user_spend_table(settings: Settings) -> Table:
         ),
         key=("user_id", "window_start"),
         append_only=False,
+        zorder_by=("user_id",),
     )
 
 
@@ -218,6 +221,35 @@ OPS_WATERMARKS = Table(
         Column("max_event_time", TimestampType(), "largest event time seen so far"),
         Column("watermark", TimestampType(), "max_event_time minus the watermark delay (monotonic)"),
         Column("recorded_at", TimestampType(), "processing time", nullable=False),
+    ),
+)
+
+
+OPS_STREAM_PROGRESS = Table(
+    layer="ops",
+    short_name="stream_progress",
+    description="One row per micro-batch of every stream: Spark's progress joined with the stream's own figures.",
+    columns=(
+        Column("stream", StringType(), "streaming query (its checkpoint folder's name)", nullable=False),
+        Column("run_id", StringType(), "the process run that ran the batch", nullable=False),
+        Column("batch_id", LongType(), "micro-batch id", nullable=False),
+        Column("batch_time", TimestampType(), "processing time the batch's trigger fired"),
+        Column("rows_in", LongType(), "rows the batch read from its source"),
+        Column("rows_out", LongType(), "rows the batch wrote to its main table (gold: windows changed)"),
+        Column("input_rows_per_second", DoubleType(), "rows arriving per second since the previous batch"),
+        Column("processed_rows_per_second", DoubleType(), "rows processed per second of the batch"),
+        Column("batch_seconds", DoubleType(), "wall-clock seconds of the whole trigger"),
+        Column("write_seconds", DoubleType(), "seconds inside the batch function (transform and writes)"),
+        Column("watermark", TimestampType(), "event-time watermark after the batch (windowing streams)"),
+        Column("late", LongType(), "events set aside as too late by the batch"),
+        Column("quarantined", LongType(), "lines quarantined by the batch"),
+        Column("duplicates", LongType(), "duplicate arrivals found by the batch"),
+        Column("state_rows", LongType(), "rows held in Spark state stores after the batch"),
+        Column("state_memory_bytes", LongType(), "memory of Spark state stores after the batch"),
+        Column("backlog_files", LongType(), "files the source still had to read (Delta sources)"),
+        Column("backlog_bytes", LongType(), "bytes the source still had to read (Delta sources)"),
+        Column("figures", StringType(), "every figure the batch function returned, as JSON"),
+        Column("recorded_at", TimestampType(), "processing time the progress was received", nullable=False),
     ),
 )
 
@@ -279,6 +311,7 @@ def all_tables(settings: Settings) -> list[Table]:
         user_spend_table(settings),
         GOLD_CORRECTIONS,
         OPS_WATERMARKS,
+        OPS_STREAM_PROGRESS,
         OPS_RECONCILIATIONS,
         OPS_DQ_RESULTS,
     ]

@@ -104,7 +104,7 @@ def _scoped(app_id: str, batch_id: int) -> BatchScope | None:
 def committed_since(path: Path, app_id: str, batch_id: int, since: float) -> bool:
     """Whether a commit of the table at ``path`` newer than ``since`` records (app_id, batch_id)."""
     log = path / "_delta_log"
-    version = _latest_version(log)
+    version = latest_version(log)
     while version >= 0:
         commit = log / f"{version:020d}.json"
         try:
@@ -122,7 +122,7 @@ def committed_since(path: Path, app_id: str, batch_id: int, since: float) -> boo
     return False
 
 
-def _latest_version(log: Path) -> int:
+def latest_version(log: Path) -> int:
     """The newest commit version in a ``_delta_log`` folder (-1 when none), probing up from its checkpoint."""
     version = -1
     with suppress(FileNotFoundError, ValueError, KeyError):

@@ -17,6 +17,9 @@ from typing import IO
 
 from warehouse.settings import Settings
 
+#: Every read-modify-write of a gold table holds this lock.
+GOLD_LOCK = "gold"
+
 
 class LockBusyError(RuntimeError):
     """Another run holds the lock; the message names it and what holds it."""
@@ -78,6 +81,31 @@ def _acquire(settings: Settings, name: str, deadline: float, purpose: str) -> IO
     handle.write(purpose or name)
     handle.flush()
     return handle
+
+
+def lock_holder(settings: Settings, name: str) -> str | None:
+    """What holds the lock ``name`` right now (its purpose line), or None when it is free."""
+    path = lock_path(settings, name)
+    if not path.exists():
+        return None
+    with path.open("a+") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            return handle.read().strip() or "another run"
+        fcntl.flock(handle, fcntl.LOCK_UN)
+    return None
+
+
+def ensure_free(settings: Settings, names: list[str]) -> None:
+    """Fail fast, before any expensive start-up, when one of the locks is held (the same error ``hold`` gives).
+
+    Only a pre-check: the run still takes the locks itself when it starts."""
+    for name in names:
+        holder = lock_holder(settings, name)
+        if holder is not None:
+            raise LockBusyError(f"the {name} lock is held by {holder} ({lock_path(settings, name)})")
 
 
 def _release(handle: IO[str]) -> None:

@@ -2,6 +2,8 @@
 
 import os
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from pyspark.sql import SparkSession
@@ -50,6 +52,8 @@ def spark_conf(settings: Settings, app_name: str = "lakehouse") -> dict[str, str
         # commits is cheap; the maintenance job compacts and cleans up.
         "spark.databricks.delta.properties.defaults.checkpointInterval": "100",
         "spark.sql.adaptive.enabled": "true",
+        # File listings (VACUUM's, the file source's) ran up to 10,000 tasks: 80 s for an empty table.
+        "spark.sql.sources.parallelPartitionDiscovery.parallelism": str(max(2, settings.shuffle_partitions)),
     }
 
 
@@ -70,6 +74,35 @@ def spark_session(settings: Settings, app_name: str = "lakehouse") -> SparkSessi
     builder = SparkSession.builder
     for key, value in spark_conf(settings, app_name).items():
         builder = builder.config(key, value)
-    spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel("ERROR")
+    with _jvm_output(None if settings.verbose else spark_log(settings)):
+        spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("WARN")
     return spark
+
+
+def spark_log(settings: Settings) -> Path:
+    """Where the JVM's own output goes (start-up notices, log4j warnings, stack traces of failed queries)."""
+    return settings.logs_dir / "spark.log"
+
+
+@contextmanager
+def _jvm_output(log: Path | None) -> Iterator[None]:
+    """Point this process's stdout and stderr at ``log`` while the JVM starts: the JVM inherits them and
+    keeps writing there for its whole life, while Python's own output goes back to the terminal."""
+    if log is None:
+        yield
+        return
+    log.parent.mkdir(parents=True, exist_ok=True)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = (os.dup(1), os.dup(2))
+    try:
+        with log.open("ab") as target:
+            os.dup2(target.fileno(), 1)
+            os.dup2(target.fileno(), 2)
+            yield
+    finally:
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+        os.close(saved[0])
+        os.close(saved[1])

@@ -75,13 +75,20 @@ class Settings:
     window_minutes: int = 5
     watermark_delay_seconds: int = 120
     allowed_lateness_seconds: int = 60
-    trigger_interval_seconds: int = 10
+    trigger_interval_seconds: int = 2
     max_files_per_trigger: int = 50
     shuffle_partitions: int = 4
     driver_memory: str = "4g"
     spark_ui: bool = False
     jars_dir: Path = DEFAULT_JARS_DIR
     reconcile_cron: str = "*/15 * * * *"
+    #: Stream progress rows are appended to ops.stream_progress at most this often (and when a run ends).
+    progress_flush_seconds: int = 10
+    #: Spark's own log lines go to ``home/logs/spark.log``; verbose keeps them on the terminal too.
+    verbose: bool = False
+    #: Maintenance: OPTIMIZE small files, VACUUM files unreferenced for this long, on this schedule.
+    vacuum_retention_hours: int = 168
+    maintenance_cron: str = "7 * * * *"
     sweep_start_date: date = date(2024, 1, 1)
     quality: QualitySettings = field(default_factory=QualitySettings)
 
@@ -140,6 +147,12 @@ class Settings:
             spark_ui=_boolean(env, "LAKEHOUSE_SPARK_UI", cls.spark_ui),
             jars_dir=Path(env.get("LAKEHOUSE_JARS_DIR") or DEFAULT_JARS_DIR).expanduser().resolve(),
             reconcile_cron=_cron(env, "LAKEHOUSE_RECONCILE_CRON", cls.reconcile_cron),
+            progress_flush_seconds=_positive_int(env, "LAKEHOUSE_PROGRESS_FLUSH_SECONDS", cls.progress_flush_seconds),
+            verbose=_boolean(env, "LAKEHOUSE_VERBOSE", cls.verbose),
+            vacuum_retention_hours=_non_negative_int(
+                env, "LAKEHOUSE_VACUUM_RETENTION_HOURS", cls.vacuum_retention_hours
+            ),
+            maintenance_cron=_cron(env, "LAKEHOUSE_MAINTENANCE_CRON", cls.maintenance_cron),
             sweep_start_date=_date(env, "LAKEHOUSE_SWEEP_START_DATE", cls.sweep_start_date),
             quality=QualitySettings.from_env(env),
         )
@@ -149,6 +162,10 @@ class Settings:
                 f"got {settings.window_minutes}"
             )
         return settings
+
+    @property
+    def logs_dir(self) -> Path:
+        return self.home / "logs"
 
     def ensure_home(self) -> None:
         """Create the home's folders, failing with one line when the home is not writable."""

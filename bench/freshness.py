@@ -1,0 +1,195 @@
+"""``make bench``, part three: how fresh gold stays while ``lakehouse run --continuous`` keeps up with a
+steady stream of landing files, and the highest rate it holds.
+
+For each rate, in its own scratch home: ``run --continuous`` starts; once its streams run, a generator
+lands one file per second holding ``rate`` events stamped with the current time, plus one probe event
+for a user of its own (``probe-<n>``). A reader polls gold with delta-rs (as any outside reader would)
+and notes when each probe's window first appears. Freshness is that moment minus the moment the file
+was landed: landing → visible in gold, for a reader outside the process.
+
+The rate is held when every probe became visible and the lag did not grow: the p50 of the last third of
+the probes is at most twice the p50 of the first third (plus one trigger interval). The figures go to
+``bench/results/freshness.json``.
+
+    .venv/bin/python -m bench.freshness                                   # 1k and 10k events/s, 5 min each
+    .venv/bin/python -m bench.freshness --rates 1000 --minutes 1          # a smoke run
+"""
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import statistics
+import subprocess
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+from deltalake import DeltaTable
+
+from bench.run import _environment, _lakehouse_command
+from transforms.landing import place_in_landing
+from warehouse.catalog import user_spend_table
+from warehouse.settings import REPO_ROOT, Settings
+
+RESULTS = REPO_ROOT / "bench" / "results"
+TARGET_P99_SECONDS = 5.0
+USERS = 1_000
+
+
+@dataclass
+class RateResult:
+    """One rate: how many probes became visible and how long each took."""
+
+    rate: int
+    seconds: float
+    files: int
+    events: int
+    trigger_seconds: int
+    latencies: list[float] = field(default_factory=list, repr=False)
+    probes_missing: int = 0
+    p50: float | None = None
+    p99: float | None = None
+    max: float | None = None
+    first_third_p50: float | None = None
+    last_third_p50: float | None = None
+    kept_up: bool = False
+
+    def summarize(self) -> None:
+        seen = sorted(self.latencies)
+        if seen:
+            self.p50 = round(statistics.median(seen), 2)
+            self.p99 = round(seen[min(len(seen) - 1, int(0.99 * len(seen)))], 2)
+            self.max = round(seen[-1], 2)
+            third = max(1, len(self.latencies) // 3)
+            self.first_third_p50 = round(statistics.median(self.latencies[:third]), 2)
+            self.last_third_p50 = round(statistics.median(self.latencies[-third:]), 2)
+            self.kept_up = self.probes_missing == 0 and self.last_third_p50 <= 2 * self.first_third_p50 + (
+                self.trigger_seconds
+            )
+
+
+def _lines(rate: int, n: int, now: datetime) -> list[str]:
+    stamp = now.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    template = '{{"event_id":"f{n}-{i}","user_id":"user-{u:04d}","event_time":"{t}","amount":{a}.{c:02d}}}'
+    lines = [template.format(n=n, i=i, u=i % USERS, t=stamp, a=i % 97, c=i % 100) for i in range(rate)]
+    lines.append(f'{{"event_id":"probe-{n}","user_id":"probe-{n}","event_time":"{stamp}","amount":1}}')
+    return lines
+
+
+def _probes_visible(gold: Path) -> set[int]:
+    try:
+        users = DeltaTable(str(gold)).to_pyarrow_table(columns=["user_id"]).column("user_id").to_pylist()
+    except Exception:  # not created yet, or a commit in flight: try again on the next poll
+        return set()
+    return {int(u.removeprefix("probe-")) for u in users if u.startswith("probe-")}
+
+
+def _streams_running(home: Path) -> bool:
+    from warehouse.locks import lock_holder
+
+    settings = Settings.from_env({"LAKEHOUSE_HOME": str(home)})
+    names = ("bronze_events", "silver_events", f"gold_user_spend_{settings.window_minutes}m")
+    return all(lock_holder(settings, name) for name in names) and (settings.home / "tables" / "gold").is_dir()
+
+
+def measure(rate: int, seconds: float, trigger: int, root: Path) -> RateResult:
+    home = root / f"rate-{rate}"
+    env = _environment(home, 50)
+    env["LAKEHOUSE_TRIGGER_INTERVAL_SECONDS"] = str(trigger)
+    settings = Settings.from_env(env)
+    gold = user_spend_table(settings).path(settings)
+    log = (root / f"rate-{rate}.log").open("w")
+    stream = subprocess.Popen([_lakehouse_command(), "run", "--continuous"], env=env, stdout=log, stderr=log)
+    result = RateResult(rate, seconds, 0, 0, trigger)
+    landed: dict[int, float] = {}
+    visible: dict[int, float] = {}
+    stop = threading.Event()
+
+    def poll() -> None:
+        while not stop.wait(0.2):
+            found = _probes_visible(gold)
+            now = time.time()
+            for n in found - visible.keys():
+                visible[n] = now
+
+    try:
+        deadline = time.monotonic() + 180
+        while not _streams_running(home):
+            if stream.poll() is not None or time.monotonic() > deadline:
+                raise SystemExit(f"bench: `run --continuous` did not start; see {log.name}")
+            time.sleep(0.5)
+        poller = threading.Thread(target=poll, daemon=True)
+        poller.start()
+        started = time.monotonic()
+        n = 0
+        while time.monotonic() - started < seconds:
+            tick = started + n
+            time.sleep(max(0.0, tick - time.monotonic()))
+            lines = _lines(rate, n, datetime.now(UTC))
+            place_in_landing(settings, f"fresh-{n:06d}.jsonl", lambda h, lines=lines: h.write("\n".join(lines) + "\n"))
+            landed[n] = time.time()
+            result.events += rate
+            n += 1
+        result.files = n
+        drain = time.monotonic() + 120
+        while len(visible) < n and time.monotonic() < drain:
+            time.sleep(0.5)
+        stop.set()
+        poller.join()
+    finally:
+        stream.send_signal(signal.SIGTERM)
+        try:
+            stream.wait(timeout=120)
+        except subprocess.TimeoutExpired:
+            stream.kill()
+        log.close()
+    result.latencies = [round(visible[i] - landed[i], 3) for i in sorted(landed) if i in visible]
+    result.probes_missing = len(landed) - len(result.latencies)
+    result.summarize()
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description="Landing → gold freshness of `run --continuous` at steady rates.")
+    parser.add_argument("--rates", default="1000,10000", help="events per second to try, comma-separated")
+    parser.add_argument("--minutes", type=float, default=5.0, help="how long each rate is held")
+    parser.add_argument("--trigger", type=int, default=1, help="LAKEHOUSE_TRIGGER_INTERVAL_SECONDS of the run")
+    parser.add_argument("--keep", action="store_true", help="keep the scratch homes")
+    args = parser.parse_args()
+    root = REPO_ROOT / ".lakehouse" / f"bench-freshness-{datetime.now(UTC):%Y%m%d-%H%M%S}"
+    root.mkdir(parents=True)
+    results = []
+    try:
+        for rate in (int(r) for r in args.rates.split(",")):
+            print(f"holding {rate:,} events/s for {args.minutes:g} min ...", flush=True)
+            result = measure(rate, args.minutes * 60, args.trigger, root)
+            results.append(result)
+            print(
+                f"  p50 {result.p50} s, p99 {result.p99} s, max {result.max} s, probes missing "
+                f"{result.probes_missing}, lag first/last third {result.first_third_p50}/{result.last_third_p50} s, "
+                f"{'kept up' if result.kept_up else 'FELL BEHIND'}",
+                flush=True,
+            )
+    finally:
+        if not args.keep:
+            shutil.rmtree(root, ignore_errors=True)
+    held = [r.rate for r in results if r.kept_up]
+    report = {
+        "timestamp": datetime.now(UTC).isoformat(timespec="seconds"),
+        "cpus": os.cpu_count(),
+        "minutes": args.minutes,
+        "target_p99_seconds": TARGET_P99_SECONDS,
+        "highest_rate_kept_up": max(held) if held else None,
+        "rates": [{k: v for k, v in asdict(r).items() if k != "latencies"} for r in results],
+    }
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / "freshness.json").write_text(json.dumps(report, indent=2) + "\n")
+    print(json.dumps({k: v for k, v in report.items() if k != "rates"}))
+
+
+if __name__ == "__main__":
+    main()

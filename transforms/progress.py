@@ -1,0 +1,258 @@
+"""Every micro-batch made visible: Spark's progress of each stream, joined with the stream's own figures.
+
+A ``StreamingQueryListener`` receives each query's progress after every micro-batch (processing time:
+when the trigger fired, how long each phase took, rows and rates, the source's backlog). The runner adds
+what only the batch function knows (rows written, late events, the event-time watermark). Each batch
+becomes one row of ``ops.stream_progress`` (appended in bulk every few seconds and when a run ends, so
+recording costs the streams no commit of their own) and the newest one per stream is also kept as a small
+JSON file under ``LAKEHOUSE_HOME/status``, which ``lakehouse status`` reads without starting Spark.
+
+Progress rows are observations, not data: a process killed between two flushes loses the rows of its last
+few seconds, never a line of the pipeline.
+"""
+
+import json
+import os
+import threading
+import time
+from contextlib import suppress
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote
+
+from pyspark.sql import SparkSession
+from pyspark.sql.streaming import StreamingQueryListener
+
+from transforms.landing import source_log
+from warehouse.catalog import OPS_STREAM_PROGRESS
+from warehouse.delta import is_delta_table, latest_version
+from warehouse.locks import lock_holder
+from warehouse.settings import Settings
+
+#: Figures the batch functions return that have a column of their own; every figure is also kept as JSON.
+_OWN_COLUMNS = ("rows_written", "late", "quarantined", "duplicates")
+
+
+def status_dir(settings: Settings) -> Path:
+    return settings.home / "status"
+
+
+def _instant(text: str | None) -> datetime | None:
+    if not text:
+        return None
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).astimezone(UTC)
+
+
+def _source_backlog(sources: list[Any]) -> tuple[int | None, int | None]:
+    """(files, bytes) the query's sources still have to read, when they say (Delta sources do)."""
+    files = bytes_ = None
+    for source in sources:
+        metrics = dict(source.metrics or {})
+        if "numFilesOutstanding" in metrics:
+            files = (files or 0) + int(metrics["numFilesOutstanding"])
+        if "numBytesOutstanding" in metrics:
+            bytes_ = (bytes_ or 0) + int(metrics["numBytesOutstanding"])
+    return files, bytes_
+
+
+class ProgressRecorder(StreamingQueryListener):
+    """Collects one row per micro-batch of every query in the session; ``flush`` appends them."""
+
+    def __init__(self, settings: Settings, run_id: str, flush_seconds: float = 10.0) -> None:
+        self.settings = settings
+        self.run_id = run_id
+        self.flush_seconds = flush_seconds
+        self._rows: list[dict[str, Any]] = []
+        self._figures: dict[tuple[str, int], dict[str, float]] = {}
+        self._lock = threading.Lock()
+        self._last_flush = time.monotonic()
+        status_dir(settings).mkdir(parents=True, exist_ok=True)
+
+    # Called by the stream runner inside each batch, before Spark reports the batch's progress.
+    def batch_figures(self, stream: str, batch_id: int, figures: dict[str, float]) -> None:
+        with self._lock:
+            self._figures[(stream, batch_id)] = dict(figures)
+
+    def onQueryStarted(self, event: Any) -> None:
+        pass
+
+    def onQueryIdle(self, event: Any) -> None:
+        pass
+
+    def onQueryTerminated(self, event: Any) -> None:
+        pass
+
+    def onQueryProgress(self, event: Any) -> None:
+        progress = event.progress
+        name = progress.name or str(progress.id)
+        with self._lock:
+            figures = self._figures.pop((name, progress.batchId), None)
+        if figures is None:
+            # A trigger that found nothing new still reports progress; only batches that ran are rows.
+            if not progress.numInputRows:
+                return
+            figures = {}
+        durations = dict(progress.durationMs or {})
+        rows_in = int(progress.numInputRows or 0)
+        # Spark counts source rows (the landing stream reads whole files); the batch function counts lines.
+        scale = float(figures["rows_in"]) / rows_in if rows_in and "rows_in" in figures else 1.0
+        files, bytes_ = _source_backlog(list(progress.sources or []))
+        state_rows = sum(int(op.numRowsTotal or 0) for op in progress.stateOperators or [])
+        state_bytes = sum(int(op.memoryUsedBytes or 0) for op in progress.stateOperators or [])
+        watermark = figures.get("watermark")
+        row = {
+            "stream": name,
+            "run_id": self.run_id,
+            "batch_id": int(progress.batchId),
+            "batch_time": _instant(progress.timestamp),
+            "rows_in": int(figures.get("rows_in", rows_in)),
+            "rows_out": int(figures.get("rows_written", 0)),
+            "input_rows_per_second": float(progress.inputRowsPerSecond or 0.0) * scale,
+            "processed_rows_per_second": float(progress.processedRowsPerSecond or 0.0) * scale,
+            "batch_seconds": durations.get("triggerExecution", 0) / 1000.0,
+            "write_seconds": durations.get("addBatch", 0) / 1000.0,
+            "watermark": datetime.fromtimestamp(watermark, UTC) if watermark else None,
+            "late": int(figures.get("late", 0)),
+            "quarantined": int(figures.get("quarantined", 0)),
+            "duplicates": int(figures.get("duplicates", 0)),
+            "state_rows": state_rows,
+            "state_memory_bytes": state_bytes,
+            "backlog_files": files,
+            "backlog_bytes": bytes_,
+            "figures": json.dumps(figures, sort_keys=True),
+            "recorded_at": datetime.now(UTC),
+        }
+        with self._lock:
+            self._rows.append(row)
+        self._write_status(row)
+
+    def _write_status(self, row: dict[str, Any]) -> None:
+        shown = {key: value.isoformat() if isinstance(value, datetime) else value for key, value in row.items()}
+        shown["pid"] = os.getpid()
+        target = status_dir(self.settings) / f"{row['stream']}.json"
+        partial = target.with_name(f".{target.name}.{os.getpid()}")
+        partial.write_text(json.dumps(shown, sort_keys=True))
+        partial.replace(target)
+
+    def pending(self) -> int:
+        with self._lock:
+            return len(self._rows)
+
+    def flush_if_due(self, spark: SparkSession) -> None:
+        if time.monotonic() - self._last_flush >= self.flush_seconds:
+            self.flush(spark)
+
+    def flush(self, spark: SparkSession) -> int:
+        """Append the rows collected so far to ops.stream_progress in one commit; returns how many."""
+        with self._lock:
+            rows, self._rows = self._rows, []
+        self._last_flush = time.monotonic()
+        if not rows or not is_delta_table(OPS_STREAM_PROGRESS.path(self.settings)):
+            return 0
+        frame = spark.createDataFrame(
+            [tuple(row[name] for name in OPS_STREAM_PROGRESS.column_names) for row in rows],
+            OPS_STREAM_PROGRESS.schema,
+        )
+        frame.write.format("delta").mode("append").save(str(OPS_STREAM_PROGRESS.path(self.settings)))
+        return len(rows)
+
+
+_RECORDERS: dict[int, ProgressRecorder] = {}
+
+
+def recorder_for(spark: SparkSession, settings: Settings) -> ProgressRecorder:
+    """The session's recorder, registered with Spark on first use (one per session, every run shares it)."""
+    key = id(spark)
+    recorder = _RECORDERS.get(key)
+    if recorder is None or recorder.settings.home != settings.home:
+        if recorder is not None:
+            spark.streams.removeListener(recorder)
+        run_id = f"{datetime.now(UTC):%Y%m%dT%H%M%S}-{os.getpid()}"
+        recorder = ProgressRecorder(settings, run_id, settings.progress_flush_seconds)
+        spark.streams.addListener(recorder)
+        _RECORDERS[key] = recorder
+    return recorder
+
+
+def await_progress(recorder: ProgressRecorder, streams: set[str], timeout: float = 5.0) -> None:
+    """Wait until Spark has reported the last batch of each of ``streams`` (its listener is asynchronous)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with recorder._lock:
+            waiting = {stream for stream, _ in recorder._figures}
+        if not waiting & streams:
+            return
+        time.sleep(0.05)
+
+
+@dataclass(frozen=True)
+class StreamStatus:
+    """What ``lakehouse status`` shows for one stream: read from files only (no Spark)."""
+
+    stream: str
+    source: str
+    running: bool
+    held_by: str | None
+    #: Work the stream has not read yet: landing files (bronze) or commits of its Delta source.
+    backlog: int
+    backlog_unit: str
+    #: Seconds since the oldest unread input arrived (0 when there is none): how far behind it is.
+    lag_seconds: float
+    last_batch: dict[str, Any] | None
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def stream_status(settings: Settings, stream: str, source: str, checkpoint: Path) -> StreamStatus:
+    """One stream's state: is a process running it (its lock is held), its backlog, its newest batch."""
+    held_by = lock_holder(settings, stream)
+    if source == "landing":
+        pending = pending_landing_files(settings, checkpoint)
+        unit = "files"
+    else:
+        pending = pending_source_commits(settings.tables_dir / Path(*source.split(".")), checkpoint)
+        unit = "commits"
+    now = time.time()
+    lag = max(0.0, now - min(mtime for _, mtime in pending)) if pending else 0.0
+    status_file = status_dir(settings) / f"{stream}.json"
+    last = json.loads(status_file.read_text()) if status_file.exists() else None
+    return StreamStatus(stream, source, held_by is not None, held_by, len(pending), unit, round(lag, 1), last)
+
+
+def pending_landing_files(settings: Settings, checkpoint: Path) -> list[tuple[str, float]]:
+    """(name, arrival time) of landing files the bronze stream has not taken yet."""
+    if not settings.landing_dir.is_dir():
+        return []
+    taken = {unquote(path.rsplit("/", 1)[-1]) for path in source_log(checkpoint)}
+    return [
+        (entry.name, entry.stat().st_mtime)
+        for entry in os.scandir(settings.landing_dir)
+        if entry.is_file() and not entry.name.startswith((".", "_")) and entry.name not in taken
+    ]
+
+
+def pending_source_commits(table: Path, checkpoint: Path) -> list[tuple[str, float]]:
+    """(commit file, commit time) of the Delta source's commits the stream has not finished reading."""
+    log = table / "_delta_log"
+    if not log.is_dir():
+        return []
+    latest = latest_version(log)
+    # Delta's offset is the position after the last file read: every commit before reservoirVersion is done.
+    consumed = -1
+    finished = sorted(int(entry.name) for entry in (checkpoint / "commits").glob("[0-9]*") if entry.name.isdigit())
+    if finished:
+        offset = json.loads((checkpoint / "offsets" / str(finished[-1])).read_text().splitlines()[2])
+        if not offset.get("isStartingVersion"):
+            consumed = int(offset["reservoirVersion"]) - 1
+    pending = []
+    for version in range(consumed + 1, latest + 1):
+        commit = log / f"{version:020d}.json"
+        with suppress(FileNotFoundError):
+            # Only commits that add data are work for the stream (not a table's creation or a compaction).
+            text = commit.read_text()
+            if '{"add"' in text and '"dataChange":true' in text:
+                pending.append((commit.name, commit.stat().st_mtime))
+    return pending

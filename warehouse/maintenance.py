@@ -1,0 +1,138 @@
+"""Table maintenance: compact the small files every micro-batch leaves, drop files nothing references, and
+checkpoint the Delta log (which also expires old log entries).
+
+Safe beside running streams: compaction commits carry ``dataChange=false``, so Delta stream sources skip
+them, and a blind append never conflicts with them. Gold is rewritten by MERGE, so its compaction holds the
+gold lock (the caller's job) and Delta conflicts are retried. VACUUM only removes files unreferenced for
+longer than the retention, so a reader of any version inside it keeps working (time travel further back
+than the retention is given up, on purpose).
+"""
+
+import json
+import os
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from delta.tables import DeltaTable
+from pyspark.sql import SparkSession
+
+from warehouse.catalog import Table
+from warehouse.delta import is_delta_table, latest_version, retry_conflicts
+from warehouse.locks import GOLD_LOCK, hold
+from warehouse.settings import Settings
+
+_RETENTION_CHECK = "spark.databricks.delta.retentionDurationCheck.enabled"
+_RETENTION_WINDOW_IGNORE = "spark.databricks.delta.vacuum.retentionWindowIgnore.enabled"
+
+#: Delta refuses a VACUUM retention under its own default (a week) unless this check is off.
+_DELTA_DEFAULT_RETENTION_HOURS = 168
+
+
+@dataclass(frozen=True)
+class TableMaintenance:
+    """What one table's maintenance did: live files before and after compaction, files deleted."""
+
+    table: str
+    live_files_before: int
+    live_files_after: int
+    files_on_disk_before: int
+    files_on_disk_after: int
+    optimize_seconds: float
+    vacuum_seconds: float
+    checkpoint_seconds: float
+
+    def to_json(self) -> dict[str, object]:
+        return asdict(self)
+
+
+def live_files(path: Path) -> int:
+    """Data files the table's current version references (from the Delta log, no Spark job)."""
+    from deltalake import DeltaTable as RustTable
+
+    return RustTable(str(path)).get_add_actions(flatten=True).num_rows
+
+
+def files_on_disk(path: Path) -> int:
+    """Data files under the table's folder, referenced or not (what VACUUM removes)."""
+    count = 0
+    for _folder, dirs, names in os.walk(path):
+        dirs[:] = [d for d in dirs if d != "_delta_log"]
+        count += sum(1 for name in names if name.endswith(".parquet"))
+    return count
+
+
+def maintain_tables(spark: SparkSession, settings: Settings, tables: list[Table]) -> list[TableMaintenance]:
+    """Maintain each table in turn; tables rewritten in place (gold) under the gold lock."""
+    done = []
+    for table in tables:
+        if table.append_only:
+            result = maintain_table(spark, settings, table)
+        else:
+            with hold(settings, GOLD_LOCK, wait_seconds=600.0, purpose=f"maintenance of {table.name}"):
+                result = maintain_table(spark, settings, table)
+        if result is not None:
+            done.append(result)
+    return done
+
+
+def maintain_table(spark: SparkSession, settings: Settings, table: Table) -> TableMaintenance | None:
+    """OPTIMIZE (Z-ordered by the table's ``zorder_by``), VACUUM with the home's retention, checkpoint the log."""
+    zorder_by = table.zorder_by
+    path = table.path(settings)
+    if not is_delta_table(path):
+        return None
+    before_live, before_disk = live_files(path), files_on_disk(path)
+    delta = DeltaTable.forPath(spark, str(path))
+
+    started = time.monotonic()
+    # Nothing to do is done for free: a table with at most one file per partition is not rewritten, one
+    # with no replaced files is not vacuumed, one checkpointed at its newest version is not checkpointed.
+    if before_live > max(1, partitions(path)):
+        optimizer = delta.optimize()
+        retry_conflicts(lambda: optimizer.executeZOrderBy(*zorder_by) if zorder_by else optimizer.executeCompaction())
+    optimized = time.monotonic()
+    if files_on_disk(path) > live_files(path):
+        _vacuum(spark, delta, settings.vacuum_retention_hours)
+    vacuumed = time.monotonic()
+    if latest_version(path / "_delta_log") > _last_checkpoint(path):
+        # The next reader starts from one file instead of replaying JSON commits, and log entries older
+        # than the table's log retention expire.
+        spark._jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, str(path)).checkpoint()
+    checkpointed = time.monotonic()
+    return TableMaintenance(
+        table=table.name,
+        live_files_before=before_live,
+        live_files_after=live_files(path),
+        files_on_disk_before=before_disk,
+        files_on_disk_after=files_on_disk(path),
+        optimize_seconds=round(optimized - started, 3),
+        vacuum_seconds=round(vacuumed - optimized, 3),
+        checkpoint_seconds=round(checkpointed - vacuumed, 3),
+    )
+
+
+def partitions(path: Path) -> int:
+    """Partition folders holding data (1 for an unpartitioned table)."""
+    folders = {Path(folder) for folder, _, names in os.walk(path) if any(n.endswith(".parquet") for n in names)}
+    return len(folders)
+
+
+def _last_checkpoint(path: Path) -> int:
+    try:
+        return int(json.loads((path / "_delta_log" / "_last_checkpoint").read_text())["version"])
+    except (FileNotFoundError, ValueError, KeyError):
+        return -1
+
+
+def _vacuum(spark: SparkSession, delta: DeltaTable, retention: int) -> None:
+    """Delete files unreferenced for longer than ``retention`` hours."""
+    # Delta 4 ignores a retention argument other than 0 unless told not to; the home's setting is the rule.
+    spark.conf.set(_RETENTION_WINDOW_IGNORE, "false")
+    if retention < _DELTA_DEFAULT_RETENTION_HOURS:
+        spark.conf.set(_RETENTION_CHECK, "false")
+    try:
+        delta.vacuum(float(retention))
+    finally:
+        spark.conf.unset(_RETENTION_CHECK)
+        spark.conf.unset(_RETENTION_WINDOW_IGNORE)
