@@ -12,7 +12,7 @@ For each history size, in its own scratch home:
    the reconcile left them.
 
 Both are timed as whole processes (wall clock, Spark start-up included). The target is reconcile ≤ 0.1x
-replay at 10 M; the figures also go to ``.lakehouse/bench-reconcile.json``.
+replay at 10 M; the figures also go to ``bench/results/reconcile.json``.
 
     .venv/bin/python -m bench.reconcile                        # 1 M and 10 M
     .venv/bin/python -m bench.reconcile --history 200000       # a smoke run
@@ -37,7 +37,7 @@ from warehouse.settings import REPO_ROOT, Settings
 
 TARGET_RATIO = 0.1
 LATE_EVENTS = 1_000
-RESULTS_PATH = REPO_ROOT / ".lakehouse" / "bench-reconcile.json"
+RESULTS_PATH = REPO_ROOT / "bench" / "results" / "reconcile.json"
 
 
 def late_lines(settings: Settings, users: int, count: int, seed: int) -> list[str]:

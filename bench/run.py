@@ -4,7 +4,7 @@ and a full ``lakehouse validate`` of what the run built.
 All are timed as whole processes (wall clock, Spark start-up included), on the same landing files and
 the same files per micro-batch. The report gives lines processed, seconds and lines per second of each,
 the throughput ratio ours/bare (target ≥ 0.5x) and validate/run (target ≤ 0.5x); the figures also go to
-``.lakehouse/bench-results.json``.
+``bench/results/run.json``.
 
     .venv/bin/python -m bench.run                  # 1,000,000 events
     .venv/bin/python -m bench.run --events 20000   # a smoke run
@@ -31,7 +31,7 @@ SEED = 42
 TARGET_RATIO = 0.5
 #: A full validation may take at most this share of `run --once` on the same events.
 VALIDATE_TARGET_RATIO = 0.5
-RESULTS_PATH = REPO_ROOT / ".lakehouse" / "bench-results.json"
+RESULTS_PATH = REPO_ROOT / "bench" / "results" / "run.json"
 
 
 @dataclass(frozen=True)

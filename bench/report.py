@@ -1,0 +1,161 @@
+"""The benchmark summary: every figure in ``bench/results/*.json`` against its target, as a table on the
+terminal and in ``bench/results/SUMMARY.md``, and as PNG plots beside them (throughput against input
+size, freshness percentiles against rate, batch cost against history).
+
+    .venv/bin/python -m bench.report
+"""
+
+import json
+from pathlib import Path
+from typing import Any
+
+from warehouse.settings import REPO_ROOT
+
+RESULTS = REPO_ROOT / "bench" / "results"
+
+
+def _load(name: str) -> dict[str, Any] | None:
+    path = RESULTS / f"{name}.json"
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def rows() -> list[tuple[str, str, str, str]]:
+    """(figure, measured, target, verdict) for every figure present."""
+    table: list[tuple[str, str, str, str]] = []
+    run = _load("run")
+    if run:
+        ratio = run["ratio_ours_over_bare"]
+        table.append(
+            (
+                f"backlog: run --once on {run['events']:,} events vs bare Structured Streaming",
+                f"{run['ours']['lines_per_second']:,.0f} vs {run['bare']['lines_per_second']:,.0f} lines/s "
+                f"= {ratio:.2f}x",
+                "≥ 0.8x",
+                "meets" if ratio >= 0.8 else "below",
+            )
+        )
+        validate = run["ratio_validate_over_run"]
+        table.append(
+            ("lakehouse validate vs run --once", f"{validate:.2f}x", "≤ 0.5x", "meets" if validate <= 0.5 else "above")
+        )
+    history = _load("history")
+    if history:
+        for size in history["sizes"]:
+            table.append(
+                (
+                    f"1,000-line file on {size['history']:,} events: run --once (whole process)",
+                    f"{size['small_seconds']:.1f} s",
+                    f"≤ {history['small_target_seconds']:.0f} s",
+                    "meets" if size["small_seconds"] <= history["small_target_seconds"] else "above",
+                )
+            )
+            table.append(
+                (
+                    f"backlog of {size['history']:,} events: lines/s, peak RSS",
+                    f"{size['backlog_lines_per_second']:,} lines/s, {size['backlog_peak_rss_mb']:,} MB",
+                    "RSS ≤ 4096 MB",
+                    "meets" if size["backlog_peak_rss_mb"] <= 4096 else "above",
+                )
+            )
+        if "batch_cost_ratio" in history:
+            ratio = history["batch_cost_ratio"]
+            table.append(
+                (
+                    "10,000-event batch: largest vs smallest history",
+                    f"{ratio:.2f}x",
+                    "within 1.2x",
+                    "meets" if ratio <= 1 + history["flat_tolerance"] else "above",
+                )
+            )
+    freshness = _load("freshness")
+    if freshness:
+        for rate in freshness["rates"]:
+            table.append(
+                (
+                    f"freshness at {rate['rate']:,} events/s for {freshness['minutes']:g} min: p50 / p99",
+                    f"{rate['p50']} / {rate['p99']} s ({'kept up' if rate['kept_up'] else 'fell behind'})",
+                    f"p99 ≤ {freshness['target_p99_seconds']:.0f} s",
+                    "meets" if rate["p99"] is not None and rate["p99"] <= freshness["target_p99_seconds"] else "above",
+                )
+            )
+        highest = freshness["highest_rate_kept_up"]
+        table.append(
+            (
+                "highest rate run --continuous kept up with",
+                f"{highest:,} events/s" if highest else "none",
+                "≥ 50,000",
+                "meets" if highest and highest >= 50_000 else "below",
+            )
+        )
+    reconcile = _load("reconcile")
+    if reconcile:
+        for entry in reconcile.get("runs", []):
+            ratio = entry["ratio_reconcile_over_replay"]
+            table.append(
+                (
+                    f"reconcile 1,000 late events vs replay, {entry['history_events']:,} events",
+                    f"{entry['reconcile_seconds']:.1f} vs {entry['replay_seconds']:.1f} s = {ratio:.3f}x",
+                    "≤ 0.1x at 10 M",
+                    "meets" if ratio <= 0.1 else "above",
+                )
+            )
+    return table
+
+
+def plots() -> list[Path]:
+    """PNG plots of the figures present; returns the files written."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    written = []
+    history = _load("history")
+    if history:
+        sizes = [s["history"] for s in history["sizes"]]
+        figure, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
+        left.plot(sizes, [s["backlog_lines_per_second"] for s in history["sizes"]], marker="o")
+        left.set(xscale="log", xlabel="events in the backlog", ylabel="lines/s", title="run --once throughput")
+        right.plot(sizes, [s["small_seconds"] for s in history["sizes"]], marker="o", label="1,000-line file")
+        right.plot(sizes, [s["batch_seconds"] for s in history["sizes"]], marker="o", label="10,000-event file")
+        right.axhline(history["small_target_seconds"], linestyle="--", color="grey", label="target (1,000 lines)")
+        right.set(xscale="log", xlabel="events of history", ylabel="seconds (whole process)", title="batch cost")
+        right.legend()
+        figure.tight_layout()
+        path = RESULTS / "history.png"
+        figure.savefig(path, dpi=100)
+        written.append(path)
+    freshness = _load("freshness")
+    if freshness and freshness["rates"]:
+        rates = [r["rate"] for r in freshness["rates"]]
+        figure, axis = plt.subplots(figsize=(6, 4))
+        axis.plot(rates, [r["p50"] for r in freshness["rates"]], marker="o", label="p50")
+        axis.plot(rates, [r["p99"] for r in freshness["rates"]], marker="o", label="p99")
+        axis.axhline(freshness["target_p99_seconds"], linestyle="--", color="grey", label="p99 target")
+        axis.set(xscale="log", xlabel="events/s landed", ylabel="seconds landing → gold", title="freshness")
+        axis.legend()
+        figure.tight_layout()
+        path = RESULTS / "freshness.png"
+        figure.savefig(path, dpi=100)
+        written.append(path)
+    return written
+
+
+def main() -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table("figure", "measured", "target", "verdict", title="make bench")
+    lines = ["| figure | measured | target | verdict |", "|---|---|---|---|"]
+    for row in rows():
+        table.add_row(*row)
+        lines.append("| " + " | ".join(row) + " |")
+    Console().print(table)
+    written = plots()
+    lines += ["", *(f"![{p.stem}]({p.name})" for p in written)]
+    (RESULTS / "SUMMARY.md").write_text("# Latest benchmark figures (2 cores)\n\n" + "\n".join(lines) + "\n")
+    print(f"wrote {RESULTS / 'SUMMARY.md'} and {len(written)} plots")
+
+
+if __name__ == "__main__":
+    main()
