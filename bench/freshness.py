@@ -7,8 +7,9 @@ for a user of its own (``probe-<n>``). A reader polls gold with delta-rs (as any
 and notes when each probe's window first appears. Freshness is that moment minus the moment the file
 was landed: landing → visible in gold, for a reader outside the process.
 
-The rate is held when every probe became visible and the lag did not grow: the p50 of the last third of
-the probes is at most twice the p50 of the first third (plus one trigger interval). The figures go to
+The rate is held when every probe became visible, at least two thirds of them while the generator was
+still landing files (not in the drain after it stopped), and the lag did not grow: the p50 of the last
+third of the probes is at most twice the p50 of the first third (plus one trigger interval). The figures go to
 ``bench/results/freshness.json``.
 
     .venv/bin/python -m bench.freshness                                   # 1k and 10k events/s, 5 min each
@@ -51,6 +52,7 @@ class RateResult:
     trigger_seconds: int
     latencies: list[float] = field(default_factory=list, repr=False)
     probes_missing: int = 0
+    visible_while_landing: int = 0
     p50: float | None = None
     p99: float | None = None
     max: float | None = None
@@ -67,8 +69,10 @@ class RateResult:
             third = max(1, len(self.latencies) // 3)
             self.first_third_p50 = round(statistics.median(self.latencies[:third]), 2)
             self.last_third_p50 = round(statistics.median(self.latencies[-third:]), 2)
-            self.kept_up = self.probes_missing == 0 and self.last_third_p50 <= 2 * self.first_third_p50 + (
-                self.trigger_seconds
+            self.kept_up = (
+                self.probes_missing == 0
+                and 3 * self.visible_while_landing >= 2 * self.files
+                and self.last_third_p50 <= 2 * self.first_third_p50 + self.trigger_seconds
             )
 
 
@@ -135,6 +139,8 @@ def measure(rate: int, seconds: float, trigger: int, root: Path) -> RateResult:
             result.events += rate
             n += 1
         result.files = n
+        stopped_landing = time.time()
+        result.visible_while_landing = sum(1 for moment in list(visible.values()) if moment <= stopped_landing)
         drain = time.monotonic() + 120
         while len(visible) < n and time.monotonic() < drain:
             time.sleep(0.5)

@@ -35,17 +35,44 @@ FLAT_TOLERANCE = 0.2
 
 
 def _rss_peak_mb(command: list[str], env: dict[str, str], log: Path) -> tuple[float, float]:
-    """Run ``command``; return (seconds, peak RSS in MB of it and its children: the driver JVM)."""
+    """Run ``command``; return (seconds, peak RSS in MB of the process tree: the CLI and its driver JVM),
+    sampled every 0.2 s from /proc (the JVM is not a waited-for child, so rusage would miss it)."""
     started = time.perf_counter()
-    done = subprocess.run(
-        ["/usr/bin/time", "-f", "%M", *command], env=env, cwd=REPO_ROOT, capture_output=True, text=True, check=False
-    )
+    with log.open("w") as out:
+        process = subprocess.Popen(command, env=env, cwd=REPO_ROOT, stdout=out, stderr=out)
+        peak = 0
+        while process.poll() is None:
+            peak = max(peak, _tree_rss_kb(process.pid))
+            time.sleep(0.2)
     seconds = time.perf_counter() - started
-    log.write_text(f"$ {' '.join(command)}\n--- stdout\n{done.stdout}\n--- stderr\n{done.stderr}")
-    if done.returncode != 0:
+    if process.returncode != 0:
         raise SystemExit(f"bench: `{' '.join(command)}` failed; see {log}")
-    peak_kb = float(done.stderr.strip().splitlines()[-1])
-    return seconds, peak_kb / 1024
+    return seconds, peak / 1024
+
+
+def _tree_rss_kb(root: int) -> int:
+    """Resident memory (kB) of ``root`` and all its descendants, from /proc."""
+    children: dict[int, list[int]] = {}
+    rss: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            status = (entry / "status").read_text()
+        except OSError:
+            continue
+        pid, parent = int(entry.name), int(fields[1])
+        children.setdefault(parent, []).append(pid)
+        for line in status.splitlines():
+            if line.startswith("VmRSS:"):
+                rss[pid] = int(line.split()[1])
+    total, stack = 0, [root]
+    while stack:
+        pid = stack.pop()
+        total += rss.get(pid, 0)
+        stack.extend(children.get(pid, []))
+    return total
 
 
 def _increment(settings: Settings, name: str, events: int, start: datetime) -> None:
@@ -114,8 +141,6 @@ def main() -> None:
     parser.add_argument("--history", default="1000000,10000000", help="history sizes in events, comma-separated")
     parser.add_argument("--keep", action="store_true", help="keep the scratch homes")
     args = parser.parse_args()
-    if not Path("/usr/bin/time").exists():
-        raise SystemExit("bench: /usr/bin/time is needed to measure peak memory (apt-get install time)")
     root = REPO_ROOT / ".lakehouse" / f"bench-history-{datetime.now(UTC):%Y%m%d-%H%M%S}"
     root.mkdir(parents=True)
     sizes = [int(h) for h in args.history.split(",")]

@@ -52,9 +52,10 @@ def rows() -> list[tuple[str, str, str, str]]:
             table.append(
                 (
                     f"backlog of {size['history']:,} events: lines/s, peak RSS",
-                    f"{size['backlog_lines_per_second']:,} lines/s, {size['backlog_peak_rss_mb']:,} MB",
+                    f"{size['backlog_lines_per_second']:,} lines/s, "
+                    + (f"{rss:,} MB" if (rss := size["backlog_peak_rss_mb"]) is not None else "RSS not measured"),
                     "RSS ≤ 4096 MB",
-                    "meets" if size["backlog_peak_rss_mb"] <= 4096 else "above",
+                    "not measured" if rss is None else "meets" if rss <= 4096 else "above",
                 )
             )
         if "batch_cost_ratio" in history:
@@ -73,7 +74,8 @@ def rows() -> list[tuple[str, str, str, str]]:
             table.append(
                 (
                     f"freshness at {rate['rate']:,} events/s for {freshness['minutes']:g} min: p50 / p99",
-                    f"{rate['p50']} / {rate['p99']} s ({'kept up' if rate['kept_up'] else 'fell behind'})",
+                    f"{rate['p50']} / {rate['p99']} s"
+                    + {True: " (kept up)", False: " (fell behind)", None: ""}[rate["kept_up"]],
                     f"p99 ≤ {freshness['target_p99_seconds']:.0f} s",
                     "meets" if rate["p99"] is not None and rate["p99"] <= freshness["target_p99_seconds"] else "above",
                 )
