@@ -31,9 +31,6 @@ from warehouse.delta import is_delta_table, latest_version
 from warehouse.locks import lock_holder
 from warehouse.settings import Settings
 
-#: Figures the batch functions return that have a column of their own; every figure is also kept as JSON.
-_OWN_COLUMNS = ("rows_written", "late", "quarantined", "duplicates")
-
 
 def status_dir(settings: Settings) -> Path:
     return settings.home / "status"
@@ -136,9 +133,15 @@ class ProgressRecorder(StreamingQueryListener):
         partial.write_text(json.dumps(shown, sort_keys=True))
         partial.replace(target)
 
-    def pending(self) -> int:
-        with self._lock:
-            return len(self._rows)
+    def await_reported(self, streams: set[str], timeout: float = 5.0) -> None:
+        """Wait until Spark has reported the last batch of each of ``streams`` (listeners are asynchronous)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with self._lock:
+                waiting = {stream for stream, _ in self._figures}
+            if not waiting & streams:
+                return
+            time.sleep(0.05)
 
     def flush_if_due(self, spark: SparkSession) -> None:
         if time.monotonic() - self._last_flush >= self.flush_seconds:
@@ -174,17 +177,6 @@ def recorder_for(spark: SparkSession, settings: Settings) -> ProgressRecorder:
         spark.streams.addListener(recorder)
         _RECORDERS[key] = recorder
     return recorder
-
-
-def await_progress(recorder: ProgressRecorder, streams: set[str], timeout: float = 5.0) -> None:
-    """Wait until Spark has reported the last batch of each of ``streams`` (its listener is asynchronous)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        with recorder._lock:
-            waiting = {stream for stream, _ in recorder._figures}
-        if not waiting & streams:
-            return
-        time.sleep(0.05)
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ from pyspark.sql.streaming import StreamingQuery
 
 from transforms.bronze import LANDING_STAGE, land_lines
 from transforms.landing import read_landing
-from transforms.progress import StreamStatus, await_progress, recorder_for, stream_status
+from transforms.progress import StreamStatus, recorder_for, stream_status
 from transforms.reconcile import fold_late_events, repair_dates
 from transforms.silver import refine_events
 from transforms.windows import update_windows
@@ -276,7 +276,7 @@ def run_stage_once(
 def flush_progress(spark: SparkSession, settings: Settings, done: Sequence[Stage]) -> None:
     """Wait for Spark to report the finished stages' last batches, then append the progress rows."""
     recorder = recorder_for(spark, settings)
-    await_progress(recorder, {stage.name for stage in done})
+    recorder.await_reported({stage.name for stage in done})
     recorder.flush(spark)
 
 

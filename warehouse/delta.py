@@ -158,9 +158,8 @@ def append_once(df: DataFrame, settings: Settings, table: Table, app_id: str, ba
     """Append ``df`` (projected onto the table's columns) unless this (app_id, batch_id) already committed."""
     path = table.path(settings)
     writer = df.select(*table.column_names).write.format("delta").mode("append")
-    scope = _scoped(app_id, batch_id)
-    if scope is not None:
-        if is_delta_table(path) and committed_since(path, app_id, batch_id, scope.since):
+    if _scoped(app_id, batch_id) is not None:
+        if already_written(settings, table, app_id, batch_id):
             return
         writer = writer.option("userMetadata", batch_metadata(app_id, batch_id))
     else:
@@ -292,11 +291,7 @@ def _commits_with_metadata(
         return
     rows = DeltaTable.forPath(spark, path).history(depth).select("version", "timestamp", "userMetadata").collect()
     for row in sorted(rows, key=lambda r: r.version, reverse=True):
-        try:
-            found = json.loads(row.userMetadata or "null")
-        except ValueError:
-            continue
-        if isinstance(found, dict):
+        if found := _user_metadata(row.userMetadata):
             yield int(row.version), row.timestamp, found
 
 
