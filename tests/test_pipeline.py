@@ -5,11 +5,14 @@ from datetime import UTC
 from decimal import Decimal
 
 import duckdb
+from delta.tables import DeltaTable as SparkDeltaTable
 from deltalake import DeltaTable
 from pyspark.sql import functions as F
+from pyspark.sql.types import StructType
 
-from tests.lines import land
+from tests.lines import event, land
 from transforms.bronze import LANDING_STAGE
+from transforms.events import parse_events
 from transforms.streams import prepare, run_once, run_stage_once, stage_named
 from transforms.synthetic import StreamSpec, generate_lines
 from warehouse.catalog import (
@@ -158,3 +161,53 @@ def test_a_file_named_like_a_glob_does_not_make_spark_read_the_others_twice(spar
         .collect()
     }
     assert per_file == {"a.jsonl": (3, 3), "b.jsonl": (2, 2), "copied%20%5B1%5D%20%7Bby%20hand%7D.jsonl": (1, 1)}
+
+
+def test_dedup_is_exact_across_days_and_in_a_home_older_than_the_event_key(spark, settings) -> None:
+    """Dedup looks history up by event_key and then only in the partitions of the days the keys live in:
+    a redelivery with a different event_time (another day) is still a duplicate, and a home written
+    before event_key existed gets the column and keeps deduplicating against its keyless rows."""
+    # A silver.events written before event_key existed, holding e1 and e2 of 2024-01-01.
+    path = str(SILVER_EVENTS.path(settings))
+    old_schema = StructType([f for f in SILVER_EVENTS.schema.fields if f.name != "event_key"])
+    SparkDeltaTable.createIfNotExists(spark).location(path).addColumns(old_schema).partitionedBy("event_date").execute()
+    day1 = [event("e1", "A", "2024-01-01T10:00:00Z", "5"), event("e2", "B", "2024-01-01T11:00:00Z", "3")]
+    old_rows = parse_events(spark.createDataFrame([(line,) for line in day1], "raw string")).withColumns(
+        {
+            "event_date": F.to_date("event_time"),
+            "source_position": F.lit("old#1"),
+            "ingest_time": F.current_timestamp(),
+            # Accepted by batches before the silver stream's next one (a fresh checkpoint starts at 0).
+            "silver_batch": F.lit(-1).cast("long"),
+        }
+    )
+    old_rows.select(*old_schema.fieldNames()).write.format("delta").mode("append").save(path)
+
+    land(
+        settings,
+        "day5.jsonl",
+        [
+            event("e1", "A", "2024-01-05T10:00:00Z", "5"),  # conflicting: another day
+            event("e2", "B", "2024-01-01T11:00:00Z", "3"),  # a plain redelivery
+            event("e3", "C", "2024-01-05T10:00:00Z", "7"),
+            event("e3", "C", "2024-01-05T10:00:00Z", "7"),  # repeated inside the batch
+        ],
+    )
+    run_once(spark, settings)
+    land(
+        settings,
+        "day9.jsonl",
+        [event("e3", "C", "2024-01-09T10:00:00Z", "7"), event("e4", "D", "2024-01-09T10:00:00Z", "1")],
+    )
+    run_once(spark, settings)
+
+    silver = {r.event_id: r for r in read_table(spark, settings, SILVER_EVENTS).collect()}
+    assert read_table(spark, settings, SILVER_EVENTS).count() == len(silver) == 4
+    assert silver["e1"].event_time.day == 1 and silver["e3"].event_time.day == 5
+    # Keyless old rows stay null; new rows carry xxhash64(event_id).
+    assert silver["e1"].event_key is None and silver["e2"].event_key is None
+    ids = spark.createDataFrame([("e3",), ("e4",)], "event_id string")
+    keys = dict(ids.select("event_id", F.xxhash64("event_id")).collect())
+    assert (silver["e3"].event_key, silver["e4"].event_key) == (keys["e3"], keys["e4"])
+    duplicates = sorted((r.event_id, r.conflicting) for r in read_table(spark, settings, SILVER_DUPLICATES).collect())
+    assert duplicates == [("e1", True), ("e2", False), ("e3", False), ("e3", True)]

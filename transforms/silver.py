@@ -1,6 +1,7 @@
 """Silver: parse and validate bronze lines, quarantine the invalid, deduplicate by event_id over history."""
 
-from pyspark.sql import DataFrame, Window
+import deltalake
+from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from transforms.events import parse_events
@@ -21,6 +22,51 @@ def source_position() -> F.Column:
     ).otherwise(F.format_string("%s#%d", "source_file", "source_line"))
 
 
+def event_key(event_id: str = "event_id") -> F.Column:
+    """The 64-bit hash of ``event_id`` stored beside it in ``silver.events``: the compact key dedup scans
+    history by. Equal ids have equal keys; a shared key is confirmed (or not) by the ids themselves."""
+    return F.xxhash64(event_id)
+
+
+def stored_files(settings: Settings) -> tuple[int, bool]:
+    """(live files of ``silver.events``, whether any may hold rows without ``event_key``): from the Delta
+    log's file statistics (milliseconds, no Spark job). Files written before the column existed (an
+    upgraded home) have no statistics for it."""
+    files = deltalake.DeltaTable(str(SILVER_EVENTS.path(settings))).get_add_actions(flatten=True)
+    if "null_count.event_key" not in files.column_names:
+        return files.num_rows, files.num_rows > 0
+    return files.num_rows, any(n is None or n > 0 for n in files.column("null_count.event_key").to_pylist())
+
+
+def history_of(spark: SparkSession, settings: Settings, batch: DataFrame, batch_id: int) -> DataFrame:
+    """``(event_id, history_hash)`` of every event in silver before ``batch_id`` whose id is in ``batch``.
+
+    Exact at any delay, with a cost that does not grow with all of history: step one scans only the
+    8-byte ``event_key`` (and the ``event_date`` partition value) of ``silver.events`` for the batch's
+    keys; step two reads ids and payload hashes from only the ``event_date`` partitions those keys live
+    in. A batch without repeats never takes step two.
+    """
+    n_files, keyless = stored_files(settings)
+    if not n_files:
+        return spark.createDataFrame([], "event_id string, history_hash string")
+    stored = read_table(spark, settings, SILVER_EVENTS)
+    keys = F.broadcast(batch.select(event_key().alias("event_key")).distinct())
+    index = stored.select("event_key", "event_date")
+    if keyless:
+        # Rows stored before the key column existed (an upgraded home) are hashed on the fly.
+        index = index.where(F.col("event_key").isNotNull()).unionByName(
+            stored.where(F.col("event_key").isNull()).select(event_key().alias("event_key"), "event_date")
+        )
+    dates = [row[0] for row in index.join(keys, "event_key", "left_semi").select("event_date").distinct().collect()]
+    if not dates:
+        return spark.createDataFrame([], "event_id string, history_hash string")
+    return (
+        stored.where(F.col("event_date").isin(dates) & (F.col("silver_batch") < batch_id))
+        .join(F.broadcast(batch.select("event_id").distinct()), "event_id", "left_semi")
+        .select("event_id", F.col("payload_hash").alias("history_hash"))
+    )
+
+
 def refine_events(bronze: DataFrame, batch_id: int, settings: Settings, writer_id: str) -> dict[str, float]:
     """Split one micro-batch of bronze lines into new events, duplicates and quarantined lines.
 
@@ -29,25 +75,36 @@ def refine_events(bronze: DataFrame, batch_id: int, settings: Settings, writer_i
     after a crash classifies exactly as its first attempt did.
     """
     spark = bronze.sparkSession
-    parsed = parse_events(bronze).withColumns(
-        {"source_position": source_position(), "silver_batch": F.lit(batch_id).cast("long")}
-    )
+    valid = F.col("reason").isNull()
+    with materialized(parse_events(bronze)) as parsed:
+        history = history_of(spark, settings, parsed.where(valid), batch_id)
+        counts = _write_classified(_classify(parsed, history, batch_id), settings, writer_id, batch_id)
+    rows_in, n_quarantined, n_duplicates, n_conflicting = counts
+    return {
+        "rows_in": rows_in,
+        "rows_written": rows_in - n_quarantined - n_duplicates,
+        "quarantined": n_quarantined,
+        "duplicates": n_duplicates,
+        "conflicting": n_conflicting,
+    }
+
+
+def _classify(parsed: DataFrame, history: DataFrame, batch_id: int) -> DataFrame:
+    """Every line with ``is_new``, ``is_duplicate`` and ``conflicting``: the first arrival of an id never
+    seen before is new; any other valid line with that id is a duplicate."""
     valid = F.col("reason").isNull()
     # Quarantined lines ride along (ranked apart from valid ones), so one pass classifies every line.
     by_arrival = Window.partitionBy("event_id", valid).orderBy(*ARRIVAL_ORDER)
     ranked = parsed.withColumns(
         {
+            "source_position": source_position(),
+            "silver_batch": F.lit(batch_id).cast("long"),
             "arrival_rank": F.when(valid, F.row_number().over(by_arrival)),
             "first_hash_in_batch": F.when(valid, F.first("payload_hash").over(by_arrival)),
         }
     )
-    history = (
-        read_table(spark, settings, SILVER_EVENTS)
-        .where(F.col("silver_batch") < batch_id)
-        .select("event_id", F.col("payload_hash").alias("history_hash"))
-    )
-    classified = (
-        ranked.join(history, "event_id", "left")
+    return (
+        ranked.join(F.broadcast(history), "event_id", "left")
         .withColumn("is_new", valid & (F.col("arrival_rank") == 1) & F.col("history_hash").isNull())
         .withColumn("is_duplicate", valid & ~F.col("is_new"))
         .withColumn("first_payload_hash", F.coalesce("history_hash", "first_hash_in_batch"))
@@ -55,6 +112,13 @@ def refine_events(bronze: DataFrame, batch_id: int, settings: Settings, writer_i
             "conflicting", F.col("is_duplicate") & ~F.col("payload_hash").eqNullSafe(F.col("first_payload_hash"))
         )
     )
+
+
+def _write_classified(
+    classified: DataFrame, settings: Settings, writer_id: str, batch_id: int
+) -> tuple[int, int, int, int]:
+    """Append each class to its table (exactly once per batch); (lines, quarantined, duplicates, conflicting)."""
+    valid = F.col("reason").isNull()
     with materialized(classified) as classified:
         counts = classified.agg(
             F.count("*"),
@@ -63,19 +127,15 @@ def refine_events(bronze: DataFrame, batch_id: int, settings: Settings, writer_i
             F.count_if("conflicting"),
         ).first()
         rows_in, n_quarantined, n_duplicates, n_conflicting = (int(v) for v in counts)
-        n_new = rows_in - n_quarantined - n_duplicates
         writes = []
         if n_quarantined:
             writes.append((classified.where(~valid), SILVER_QUARANTINE))
         if n_duplicates:
             writes.append((classified.where("is_duplicate"), SILVER_DUPLICATES))
-        if n_new:
-            writes.append((classified.where("is_new").withColumn("event_date", F.to_date("event_time")), SILVER_EVENTS))
+        if rows_in - n_quarantined - n_duplicates:
+            new = classified.where("is_new").withColumns(
+                {"event_date": F.to_date("event_time"), "event_key": event_key()}
+            )
+            writes.append((new, SILVER_EVENTS))
         append_all_once(writes, settings, writer_id, batch_id)
-    return {
-        "rows_in": rows_in,
-        "rows_written": n_new,
-        "quarantined": n_quarantined,
-        "duplicates": n_duplicates,
-        "conflicting": n_conflicting,
-    }
+    return rows_in, n_quarantined, n_duplicates, n_conflicting

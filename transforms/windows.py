@@ -116,6 +116,19 @@ def is_late(settings: Settings, mark: Watermark) -> F.Column:
     return closes_at(settings) <= F.lit(mark.watermark)
 
 
+def open_since(settings: Settings, mark: Watermark) -> datetime | None:
+    """The earliest ``window_start`` a window still open under ``mark`` can have (None: every window).
+
+    An open window ends after ``mark - allowed lateness``, so it starts after that minus one window
+    length. Every window that closed has been finalised under the gold lock (by the stream or a
+    reconcile), so a batch reads and merges only gold rows from here on: its cost follows the windows it
+    touches, not the length of gold's history.
+    """
+    if mark.watermark is None:
+        return None
+    return mark.watermark - timedelta(seconds=settings.allowed_lateness_seconds, minutes=settings.window_minutes)
+
+
 def split_late(windowed: DataFrame, settings: Settings, mark: Watermark) -> tuple[DataFrame, DataFrame]:
     """(on time, late): late events belong to a window that the watermark had closed before this batch."""
     late = is_late(settings, mark)
@@ -182,7 +195,7 @@ def update_windows(
                     spark,
                     writer_id,
                     batch_id,
-                    lambda: _merge_into_gold(spark, settings, gold, changes),
+                    lambda: _merge_into_gold(spark, settings, gold, changes, open_since(settings, before)),
                     consumption_metadata(writer_id, batch_id, silver_version),
                     target=gold.path(settings),
                 )
@@ -217,6 +230,9 @@ def _window_changes(
         F.max(behind).alias("behind_watermark"),
     )
     current = read_table(spark, settings, gold)
+    since = open_since(settings, before)
+    if since is not None:
+        current = current.where(F.col("window_start") >= F.lit(since))
     touched = sums
     if after.watermark is not None:
         closing = current.where(~F.col("is_final") & (closes_at(settings) <= F.lit(after.watermark))).select(
@@ -290,12 +306,18 @@ def correction_rows(changes: DataFrame, gold: Table) -> DataFrame:
     )
 
 
-def _merge_into_gold(spark: SparkSession, settings: Settings, gold: Table, changes: DataFrame) -> None:
+def _merge_into_gold(
+    spark: SparkSession, settings: Settings, gold: Table, changes: DataFrame, since: datetime | None
+) -> None:
     # Increments, not the pre-read totals: a reconcile committed between the read and this MERGE is kept.
+    condition = F.expr("t.user_id = s.user_id AND t.window_start = s.window_start")
+    if since is not None:
+        # Lets Delta skip every gold file of closed windows (no changed row can be there; see open_since).
+        condition = condition & (F.col("t.window_start") >= F.lit(since))
     (
         DeltaTable.forPath(spark, str(gold.path(settings)))
         .alias("t")
-        .merge(changes.alias("s"), "t.user_id = s.user_id AND t.window_start = s.window_start")
+        .merge(changes.alias("s"), condition)
         .whenMatchedUpdate(
             set={
                 "total_amount": "CAST(t.total_amount + s.delta_amount AS DECIMAL(18,2))",

@@ -106,6 +106,7 @@ SILVER_EVENTS = Table(
         *_source_position_columns(),
         Column("payload_hash", StringType(), "SHA-256 of the event's canonical JSON"),
         Column("silver_batch", LongType(), "silver micro-batch that accepted the event", nullable=False),
+        Column("event_key", LongType(), "xxhash64 of event_id: the compact key dedup looks history up by"),
     ),
     partition_by=("event_date",),
     key=("event_id",),

@@ -24,6 +24,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import deltalake
 from delta.tables import DeltaTable
 from pyspark.sql import DataFrame, SparkSession
 
@@ -42,9 +43,12 @@ def is_delta_table(path: Path) -> bool:
 
 
 def ensure_table(spark: SparkSession, settings: Settings, table: Table) -> None:
-    """Create the table at its catalog path if it does not exist yet."""
+    """Create the table at its catalog path if it does not exist yet; add the catalog's newer (nullable)
+    columns to a table created by an older version (its old rows read them as null)."""
     path = str(table.path(settings))
-    if not is_delta_table(table.path(settings)):
+    if is_delta_table(table.path(settings)):
+        _add_new_columns(spark, table, path)
+    else:
         builder = DeltaTable.createIfNotExists(spark).location(path).addColumns(table.schema)
         if table.partition_by:
             builder = builder.partitionedBy(*table.partition_by)
@@ -52,6 +56,18 @@ def ensure_table(spark: SparkSession, settings: Settings, table: Table) -> None:
         for key, value in table.properties.items():
             builder = builder.property(key, value)
         builder.execute()
+
+
+def _add_new_columns(spark: SparkSession, table: Table, path: str) -> None:
+    existing = {field.name for field in deltalake.DeltaTable(path).schema().fields}
+    missing = [column for column in table.columns if column.name not in existing]
+    if not missing:
+        return
+    required = [column.name for column in missing if not column.nullable]
+    if required:
+        raise RuntimeError(f"{table.name} lacks the required column(s) {', '.join(required)}: rebuild it with a replay")
+    added = ", ".join(f"`{column.name}` {column.type.simpleString()}" for column in missing)
+    spark.sql(f"ALTER TABLE delta.`{path}` ADD COLUMNS ({added})")
 
 
 def ensure_tables(spark: SparkSession, settings: Settings, tables: list[Table]) -> None:
