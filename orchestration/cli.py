@@ -164,7 +164,8 @@ def run(
             reports = run_once(spark, settings)
     else:
         console.print(
-            f"running continuously every {settings.trigger_interval_seconds}s; Ctrl-C or SIGTERM stops cleanly"
+            "running continuously (bronze, silver, gold in back-to-back cycles; idle checks every "
+            f"{settings.trigger_interval_seconds}s); Ctrl-C or SIGTERM stops cleanly"
         )
         reports = run_continuous(spark, settings)
     table = RichTable("stream", "batches", "seconds", "figures", title="run")

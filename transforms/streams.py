@@ -1,9 +1,9 @@
 """The streaming runner: one Structured Streaming query per arrow, each with its own checkpoint.
 
-``landing → bronze.events → silver.* → gold.*``. The same queries run with ``availableNow`` (a bounded,
-incremental run: everything that has arrived, in bounded micro-batches, then stop) or with a
-processing-time trigger (continuous). Each micro-batch is written through ``foreachBatch`` with Delta
-transaction ids, so a batch replayed after a crash writes nothing twice.
+``landing → bronze.events → silver.* → gold.*``. Each query runs with ``availableNow`` (everything that
+has arrived, in bounded micro-batches, then stop): once (``run_once``) or in back-to-back cycles
+(``run_continuous``). Each micro-batch is written through ``foreachBatch`` exactly once (commit metadata
+or Delta transaction ids), so a batch replayed after a crash writes nothing twice.
 """
 
 import json
@@ -20,7 +20,13 @@ from pyspark.sql.streaming import StreamingQuery
 
 from transforms.bronze import LANDING_STAGE, land_lines
 from transforms.landing import read_landing
-from transforms.progress import StreamStatus, recorder_for, stream_status
+from transforms.progress import (
+    StreamStatus,
+    pending_landing_files,
+    pending_source_commits,
+    recorder_for,
+    stream_status,
+)
 from transforms.reconcile import fold_late_events, repair_dates
 from transforms.silver import refine_events
 from transforms.windows import update_windows
@@ -206,10 +212,9 @@ def stage_lock(settings: Settings, stage: Stage):
     return hold(settings, stage.name, purpose=f"the {stage.name} stream")
 
 
-def start_stage(
-    spark: SparkSession, settings: Settings, stage: Stage, report: StageReport, *, once: bool
-) -> StreamingQuery:
-    """Start one stage's query, ``availableNow`` when ``once`` else on a processing-time trigger."""
+def start_stage(spark: SparkSession, settings: Settings, stage: Stage, report: StageReport) -> StreamingQuery:
+    """Start one stage's query with ``availableNow``: everything its source holds now, in bounded
+    micro-batches, then it stops."""
     checkpoint = checkpoint_dir(settings, stage)
     writer: dict[str, str] = {}
     recorder = recorder_for(spark, settings)
@@ -227,17 +232,14 @@ def start_stage(
         recorder.batch_figures(stage.name, batch_id, figures)
         report.add(figures, time.monotonic() - started)
 
-    stream = (
+    return (
         stage.read(spark, settings)
         .writeStream.queryName(stage.name)
         .option("checkpointLocation", str(checkpoint))
         .foreachBatch(each_batch)
+        .trigger(availableNow=True)
+        .start()
     )
-    if once:
-        stream = stream.trigger(availableNow=True)
-    else:
-        stream = stream.trigger(processingTime=f"{settings.trigger_interval_seconds} seconds")
-    return stream.start()
 
 
 def swap_marker(settings: Settings) -> Path:
@@ -266,7 +268,7 @@ def run_stage_once(
     ``record_progress``, append its batches' progress rows; a caller running several stages does it once)."""
     report = StageReport(stage.name, listener=listener)
     with stage_lock(settings, stage):
-        query = start_stage(spark, settings, stage, report, once=True)
+        query = start_stage(spark, settings, stage, report)
         query.awaitTermination()
     if record_progress:
         flush_progress(spark, settings, [stage])
@@ -313,10 +315,14 @@ def run_continuous(
     stop: threading.Event | None = None,
     on_progress: Callable[[list[StageReport]], None] | None = None,
 ) -> list[StageReport]:
-    """Run every stage side by side on the processing-time trigger until ``stop`` is set or a signal comes.
+    """Run the pipeline until ``stop`` is set or a signal comes: a cycle of bronze, silver and gold in
+    order, each stage taking everything its source holds, then the next cycle.
 
-    SIGINT and SIGTERM stop the queries; a batch cut off mid-way is re-run by the next start, and its
-    Delta transaction ids make that re-run write nothing twice.
+    One cycle carries a landed line all the way to gold: no stage waits for a trigger of its own, and the
+    stages do not contend for the cores. A stage whose source has nothing new is skipped without starting
+    a query (from its checkpoint and its source's files, no Spark job); an idle cycle waits
+    ``trigger_interval_seconds``. SIGINT and SIGTERM stop the running query; a batch cut off mid-way is
+    re-run by the next start and writes nothing twice.
     """
     prepare(spark, settings)
     stop = stop or threading.Event()
@@ -324,27 +330,49 @@ def run_continuous(
     if threading.current_thread() is threading.main_thread():
         for signum in (signal.SIGINT, signal.SIGTERM):
             previous[signum] = signal.signal(signum, lambda *_: stop.set())
-    reports = [StageReport(stage.name) for stage in stages(settings)]
+    pipeline = stages(settings)
+    reports = [StageReport(stage.name) for stage in pipeline]
     recorder = recorder_for(spark, settings)
-    queries: list[StreamingQuery] = []
     try:
         with _all_locks(settings):
-            for stage, report in zip(stages(settings), reports, strict=True):
-                queries.append(start_stage(spark, settings, stage, report, once=False))
-            while not stop.wait(1.0):
-                for query in queries:
-                    if not query.isActive and query.exception() is not None:
-                        raise query.exception()
+            while not stop.is_set():
+                started = time.monotonic()
+                worked = False
+                for stage, report in zip(pipeline, reports, strict=True):
+                    if stop.is_set():
+                        break
+                    if has_new_input(settings, stage):
+                        worked = True
+                        _drain(spark, settings, stage, report, stop)
                 if on_progress:
                     on_progress(reports)
                 recorder.flush_if_due(spark)
+                if not worked:
+                    stop.wait(max(0.0, settings.trigger_interval_seconds - (time.monotonic() - started)))
     finally:
-        for query in queries:
-            query.stop()
         recorder.flush(spark)
         for signum, handler in previous.items():
             signal.signal(signum, handler)
     return reports
+
+
+def has_new_input(settings: Settings, stage: Stage) -> bool:
+    """Whether the stage's source holds anything its checkpoint has not taken (files only, no JVM)."""
+    checkpoint = checkpoint_dir(settings, stage)
+    if stage.source == "landing":
+        return bool(pending_landing_files(settings, checkpoint))
+    return bool(pending_source_commits(settings.tables_dir / Path(*stage.source.split(".")), checkpoint))
+
+
+def _drain(spark: SparkSession, settings: Settings, stage: Stage, report: StageReport, stop: threading.Event) -> None:
+    """Run one stage's query over everything available now; stop it early when ``stop`` is set."""
+    query = start_stage(spark, settings, stage, report)
+    while not query.awaitTermination(0.2):
+        if stop.is_set():
+            query.stop()
+            break
+    if query.exception() is not None:
+        raise query.exception()
 
 
 def _all_locks(settings: Settings):
