@@ -119,6 +119,7 @@ def measure(history: int, root: Path) -> dict[str, object]:
     history_end = datetime(2024, 1, 1, tzinfo=UTC) + timedelta(seconds=history / 20.0)
     figures: dict[str, object] = {
         "history": history,
+        "measured_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "backlog_lines": lines,
         "backlog_seconds": round(backlog_seconds, 1),
         "backlog_lines_per_second": round(lines / backlog_seconds),
@@ -152,6 +153,12 @@ def main() -> None:
     finally:
         if not args.keep:
             shutil.rmtree(root, ignore_errors=True)
+    # Sizes measured by an earlier run (a 10 M run takes most of an hour) are kept unless re-measured.
+    previous = RESULTS / "history.json"
+    if previous.exists():
+        measured = {size["history"] for size in results}
+        kept = [size for size in json.loads(previous.read_text())["sizes"] if size["history"] not in measured]
+        results = sorted(kept + results, key=lambda size: size["history"])
     report: dict[str, object] = {
         "timestamp": datetime.now(UTC).isoformat(timespec="seconds"),
         "cpus": os.cpu_count(),

@@ -86,6 +86,11 @@ def rows() -> list[tuple[str, str, str, str]]:
                 (
                     f"freshness at {rate['rate']:,} events/s for {freshness['minutes']:g} min: p50 / p99",
                     f"{rate['p50']} / {rate['p99']} s"
+                    + (
+                        f" (after the first minute {rate['steady_p50']} / {rate['steady_p99']} s)"
+                        if rate.get("steady_p99") is not None
+                        else ""
+                    )
                     + {True: " (kept up)", False: " (fell behind)", None: ""}[rate["kept_up"]],
                     f"p99 ≤ {freshness['target_p99_seconds']:.0f} s",
                     "meets" if rate["p99"] is not None and rate["p99"] <= freshness["target_p99_seconds"] else "above",
