@@ -42,7 +42,9 @@ def spark_conf(settings: Settings, app_name: str = "lakehouse") -> dict[str, str
         "spark.pyspark.python": os.environ.get("PYSPARK_PYTHON", sys.executable),
         "spark.local.dir": str(scratch / "tmp"),
         "spark.sql.warehouse.dir": str(scratch / "warehouse"),
-        "spark.driver.extraJavaOptions": f"-Dderby.system.home={scratch / 'derby'}",
+        "spark.driver.extraJavaOptions": " ".join(
+            [f"-Dderby.system.home={scratch / 'derby'}", *driver_jvm_options(settings)]
+        ),
         "spark.sql.streaming.stopGracefullyOnShutdown": "true",
         # Small tables: keep Delta's log replay and stats collection cheap.
         "spark.databricks.delta.snapshotPartitions": "2",
@@ -55,6 +57,20 @@ def spark_conf(settings: Settings, app_name: str = "lakehouse") -> dict[str, str
         # File listings (VACUUM's, the file source's) ran up to 10,000 tasks: 80 s for an empty table.
         "spark.sql.sources.parallelPartitionDiscovery.parallelism": str(max(2, settings.shuffle_partitions)),
     }
+
+
+def driver_jvm_options(settings: Settings) -> list[str]:
+    """The driver JVM's own options: the class-data archive when the set-up built one, then the user's.
+
+    Starting from an archive of the classes a pipeline run loads (AppCDS) saves the JVM parsing and
+    verifying thousands of Spark, Delta and Catalyst classes: measured 3.5 s of a 28 s ``run --once``.
+    An archive from another JVM or class path is ignored by the JVM (``-Xshare:auto``), never fatal.
+    """
+    options = []
+    if settings.class_archive is not None and settings.class_archive.is_file():
+        options.append(f"-XX:SharedArchiveFile={settings.class_archive}")
+    options.extend(settings.jvm_options.split())
+    return options
 
 
 def spark_session(settings: Settings, app_name: str = "lakehouse") -> SparkSession:

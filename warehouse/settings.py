@@ -15,6 +15,8 @@ from pathlib import Path
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_HOME = REPO_ROOT / ".lakehouse"
 DEFAULT_JARS_DIR = REPO_ROOT / ".cache" / "jars"
+#: The driver JVM's class-data archive, built by the set-up (scripts/class_archive.py).
+DEFAULT_CLASS_ARCHIVE = REPO_ROOT / ".cache" / "jvm" / "spark-classes.jsa"
 
 
 class SettingsError(ValueError):
@@ -81,6 +83,10 @@ class Settings:
     driver_memory: str = "4g"
     spark_ui: bool = False
     jars_dir: Path = DEFAULT_JARS_DIR
+    #: The driver JVM starts from this class-data archive when it exists (None: never).
+    class_archive: Path | None = DEFAULT_CLASS_ARCHIVE
+    #: Extra options for the driver JVM (``LAKEHOUSE_JVM_OPTIONS``), e.g. ``-Xss4m``.
+    jvm_options: str = ""
     reconcile_cron: str = "*/15 * * * *"
     #: Stream progress rows are appended to ops.stream_progress at most this often (and when a run ends).
     progress_flush_seconds: int = 10
@@ -146,6 +152,8 @@ class Settings:
             driver_memory=_memory(env, "LAKEHOUSE_DRIVER_MEMORY", cls.driver_memory),
             spark_ui=_boolean(env, "LAKEHOUSE_SPARK_UI", cls.spark_ui),
             jars_dir=Path(env.get("LAKEHOUSE_JARS_DIR") or DEFAULT_JARS_DIR).expanduser().resolve(),
+            class_archive=_optional_path(env, "LAKEHOUSE_JVM_CLASS_ARCHIVE", DEFAULT_CLASS_ARCHIVE),
+            jvm_options=(env.get("LAKEHOUSE_JVM_OPTIONS") or "").strip(),
             reconcile_cron=_cron(env, "LAKEHOUSE_RECONCILE_CRON", cls.reconcile_cron),
             progress_flush_seconds=_positive_int(env, "LAKEHOUSE_PROGRESS_FLUSH_SECONDS", cls.progress_flush_seconds),
             verbose=_boolean(env, "LAKEHOUSE_VERBOSE", cls.verbose),
@@ -178,6 +186,16 @@ class Settings:
         except OSError as error:
             reason = error.strerror or str(error)
             raise SettingsError(f"LAKEHOUSE_HOME={self.home} is not usable: {reason}") from None
+
+
+def _optional_path(env: Mapping[str, str], name: str, default: Path) -> Path | None:
+    """A path setting; set to the empty string (or ``none``) it turns the feature off."""
+    raw = env.get(name)
+    if raw is None:
+        return default
+    if raw.strip().lower() in {"", "none", "off"}:
+        return None
+    return Path(raw.strip()).expanduser().resolve()
 
 
 def _positive_int(env: Mapping[str, str], name: str, default: int) -> int:
