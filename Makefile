@@ -26,13 +26,14 @@ lint: setup
 ui: setup
 	@bash scripts/ui.sh
 
-# About two hours on 2 cores; each part also runs alone (see the README). Figures: bench/results/.
+# About three hours on 2 cores; each part also runs alone (see the README). Figures: bench/results/.
 bench: setup
 	$(BIN)/pip install --quiet --disable-pip-version-check 'matplotlib==3.10.7'
 	$(BIN)/python -m bench.run
 	$(BIN)/python -m bench.history
 	$(BIN)/python -m bench.freshness
 	$(BIN)/python -m bench.reconcile
+	$(BIN)/python -m bench.files
 	$(BIN)/python -m bench.report
 
 clean-home:

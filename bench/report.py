@@ -1,6 +1,6 @@
 """The benchmark summary: every figure in ``bench/results/*.json`` against its target, as a table on the
 terminal and in ``bench/results/SUMMARY.md``, and as PNG plots beside them (throughput against input
-size, freshness percentiles against rate, batch cost against history).
+size, freshness percentiles against rate, batch cost against history, live files over a long run).
 
     .venv/bin/python -m bench.report
 """
@@ -105,6 +105,19 @@ def rows() -> list[tuple[str, str, str, str]]:
                 "meets" if highest and highest >= 50_000 else "below",
             )
         )
+    files = _load("files")
+    if files:
+        worst = max(files["tables"].items(), key=lambda item: max(item[1]["peak_live_files_per_interval"] or [0]))
+        table.append(
+            (
+                f"live files per table over {files['minutes']:g} min of run --continuous at {files['rate']:,} "
+                f"events/s, maintain every {files['maintain_every_minutes']:g} min",
+                f"most: {worst[0]} peaks {worst[1]['peak_live_files_per_interval']} between maintenances, "
+                f"{worst[1]['live_files_end']} at the end",
+                "bounded",
+                "meets" if files["all_bounded"] else "grows",
+            )
+        )
     reconcile = _load("reconcile")
     if reconcile:
         for entry in reconcile.get("runs", []):
@@ -154,6 +167,21 @@ def plots() -> list[Path]:
         axis.legend()
         figure.tight_layout()
         path = RESULTS / "freshness.png"
+        figure.savefig(path, dpi=100)
+        written.append(path)
+    files = _load("files")
+    if files and files["samples"]:
+        figure, axis = plt.subplots(figsize=(7, 4))
+        names = [n for n, t in files["tables"].items() if max(t["peak_live_files_per_interval"] or [0]) > 1]
+        for name in names:
+            points = [(s["minute"], s["tables"][name]["live"]) for s in files["samples"] if name in s["tables"]]
+            axis.plot([m for m, _ in points], [n for _, n in points], label=name)
+        for maintenance in files["maintenances"]:
+            axis.axvline(maintenance["minute"], linestyle=":", color="grey")
+        axis.set(xlabel="minutes of run --continuous", ylabel="live files", title="files per table (dotted: maintain)")
+        axis.legend(fontsize="small")
+        figure.tight_layout()
+        path = RESULTS / "files.png"
         figure.savefig(path, dpi=100)
         written.append(path)
     return written

@@ -633,6 +633,91 @@ def history(
         console.print(Text(f"the {len(commits)} newest of {newest + 1} versions; --limit shows more"))
 
 
+kafka_app = typer.Typer(
+    name="kafka",
+    help="A local single-node Kafka broker (KRaft) on 127.0.0.1, its data and logs under LAKEHOUSE_HOME/kafka.",
+    no_args_is_help=True,
+)
+app.add_typer(kafka_app)
+
+
+@kafka_app.command("up")
+@_fails_in_one_line
+def kafka_up() -> None:
+    """Start the broker (unless it runs), wait until it answers, create the topic if missing."""
+    from warehouse.broker import up
+
+    settings = _settings()
+    host, port = settings.kafka.broker_address
+    with console.status(f"starting the Kafka broker on {host}:{port}"):
+        started = up(settings)
+    state = "started" if started else "already running"
+    console.print(
+        f"Kafka broker {state} on {host}:{port}; topic {settings.kafka.topic} ready "
+        f"(data and logs in {settings.kafka_dir})",
+        highlight=False,
+    )
+
+
+@kafka_app.command("down")
+@_fails_in_one_line
+def kafka_down() -> None:
+    """Stop the broker cleanly; fine when none runs."""
+    from warehouse.broker import down
+
+    settings = _settings()
+    console.print("Kafka broker stopped" if down(settings) else "no Kafka broker was running", highlight=False)
+
+
+@kafka_app.command("status")
+@_fails_in_one_line
+def kafka_status(
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object only.")] = False,
+) -> None:
+    """The broker, its topics, partitions, end offsets and the lakehouse's lag per partition."""
+    from warehouse.broker import broker_pid, topics
+
+    settings = _settings()
+    pid = broker_pid(settings)
+    try:
+        states = topics(settings, timeout=5)
+        reachable = True
+    except Exception:
+        states, reachable = [], False
+    report = {
+        "bootstrap_servers": settings.kafka.bootstrap_servers,
+        "broker": "local" if pid else ("external" if reachable else "down"),
+        "pid": pid,
+        "reachable": reachable,
+        "topic": settings.kafka.topic,
+        "options": settings.kafka.redacted,
+        "topics": [
+            {
+                "name": state.name,
+                "messages": state.messages,
+                "partitions": [
+                    {"partition": p.partition, "earliest": p.earliest, "end": p.latest} for p in state.partitions
+                ],
+            }
+            for state in states
+        ],
+    }
+    if as_json:
+        sys.stdout.write(json.dumps(report, indent=2) + "\n")
+        return
+    where = {"local": f"this home's broker (pid {pid})", "external": "an external broker", "down": "nothing answers"}
+    console.print(f"{settings.kafka.bootstrap_servers}: {where[report['broker']]}", highlight=False)
+    if not reachable:
+        console.print("`lakehouse kafka up` starts the local broker", highlight=False)
+        return
+    table = RichTable("topic", "partition", "earliest", "end", "messages", title="Kafka")
+    for state in states:
+        for p in state.partitions:
+            retained = p.latest - p.earliest
+            table.add_row(state.name, str(p.partition), f"{p.earliest:,}", f"{p.latest:,}", f"{retained:,}")
+    console.print(table)
+
+
 def main() -> None:
     app()
 

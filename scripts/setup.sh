@@ -55,9 +55,21 @@ if [ "$(cat .cache/jars/.fetched 2>/dev/null)" != "$jars_stamp" ]; then
   rm -rf .cache/jars && mv .cache/jars.partial .cache/jars
   echo "$jars_stamp" > .cache/jars/.fetched
 fi
+# Apache Kafka's broker for `lakehouse kafka up`, in its own folder (never on Spark's class path).
+broker_stamp=$(sha256sum jvm/kafka-broker/pom.xml | cut -d' ' -f1)
+if [ "$(cat .cache/kafka-broker/.fetched 2>/dev/null)" != "$broker_stamp" ]; then
+  command -v mvn >/dev/null 2>&1 || fail "Maven ('mvn') is needed once to fetch the Kafka broker's jars"
+  rm -rf .cache/kafka-broker.partial && mkdir -p .cache/kafka-broker.partial
+  mvn -q -B -f jvm/kafka-broker/pom.xml dependency:copy-dependencies \
+    -DoutputDirectory="$ROOT/.cache/kafka-broker.partial" \
+    || fail "could not fetch the Kafka broker's jars with Maven (see the output above)"
+  rm -rf .cache/kafka-broker && mv .cache/kafka-broker.partial .cache/kafka-broker
+  echo "$broker_stamp" > .cache/kafka-broker/.fetched
+fi
+
 # The driver JVM's class-data archive (AppCDS: ~3.5 s off every Spark start), rebuilt when the JVM, the jars or
 # the stack change. Optional: without it Spark starts the slow way.
-archive_stamp=$( { java -version 2>&1; stamp_of; cat .cache/jars/.fetched; } | sha256sum | cut -d' ' -f1)
+archive_stamp=$( { java -version 2>&1; cat pyproject.toml scripts/class_archive.py .cache/jars/.fetched; } | sha256sum | cut -d' ' -f1)
 if [ "${LAKEHOUSE_JVM_CLASS_ARCHIVE-unset}" = unset ] && [ "$(cat .cache/jvm/.built 2>/dev/null)" != "$archive_stamp" ]; then
   echo "setup: building the JVM class archive (once, about a minute)"
   rm -f .cache/jvm/spark-classes.jsa .cache/jvm/.built
@@ -67,4 +79,4 @@ if [ "${LAKEHOUSE_JVM_CLASS_ARCHIVE-unset}" = unset ] && [ "$(cat .cache/jvm/.bu
     echo "setup: could not build the JVM class archive (see .cache/class-archive.log); Spark starts without it" >&2
   fi
 fi
-echo "setup: ready (.venv, $(ls .cache/jars/*.jar | wc -l) jars in .cache/jars)"
+echo "setup: ready (.venv, $(ls .cache/jars/*.jar | wc -l) jars in .cache/jars, Kafka broker in .cache/kafka-broker)"

@@ -15,6 +15,7 @@ from pathlib import Path
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_HOME = REPO_ROOT / ".lakehouse"
 DEFAULT_JARS_DIR = REPO_ROOT / ".cache" / "jars"
+DEFAULT_KAFKA_BROKER_JARS_DIR = REPO_ROOT / ".cache" / "kafka-broker"
 #: The driver JVM's class-data archive, built by the set-up (scripts/class_archive.py).
 DEFAULT_CLASS_ARCHIVE = REPO_ROOT / ".cache" / "jvm" / "spark-classes.jsa"
 
@@ -64,6 +65,76 @@ class QualitySettings:
         return quality
 
 
+#: ``LAKEHOUSE_KAFKA_OPTION_<NAME>`` passes ``kafka.<name>`` (lower case, ``_`` → ``.``) to every Kafka client.
+KAFKA_OPTION_PREFIX = "LAKEHOUSE_KAFKA_OPTION_"
+
+
+@dataclass(frozen=True)
+class KafkaSettings:
+    """Where the Kafka source reads and the local broker listens (``LAKEHOUSE_KAFKA_*``).
+
+    ``options`` are client settings for an external cluster (SASL, TLS, …) taken only from the
+    environment; they may hold secrets, so nothing prints them (``redacted``).
+    """
+
+    bootstrap_servers: str = "127.0.0.1:9092"
+    topic: str = "events"
+    partitions: int = 3
+    starting_offsets: str = "earliest"
+    max_offsets_per_trigger: int = 200_000
+    broker_timeout_seconds: int = 60
+    broker_jars_dir: Path = DEFAULT_KAFKA_BROKER_JARS_DIR
+    options: tuple[tuple[str, str], ...] = field(default=(), repr=False)
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> "KafkaSettings":
+        bootstrap = (env.get("LAKEHOUSE_KAFKA_BOOTSTRAP_SERVERS") or cls.bootstrap_servers).strip()
+        if not all(re.fullmatch(r"[A-Za-z0-9_.\-\[\]:]+:\d{1,5}", server) for server in bootstrap.split(",")):
+            raise SettingsError(f"LAKEHOUSE_KAFKA_BOOTSTRAP_SERVERS must be host:port[,host:port…], got {bootstrap!r}")
+        topic = (env.get("LAKEHOUSE_KAFKA_TOPIC") or cls.topic).strip()
+        if not re.fullmatch(r"[A-Za-z0-9._-]{1,249}", topic):
+            raise SettingsError(f"LAKEHOUSE_KAFKA_TOPIC must be a Kafka topic name such as 'events', got {topic!r}")
+        starting = (env.get("LAKEHOUSE_KAFKA_STARTING_OFFSETS") or cls.starting_offsets).strip()
+        if starting not in {"earliest", "latest"} and not starting.startswith("{"):
+            raise SettingsError(
+                f"LAKEHOUSE_KAFKA_STARTING_OFFSETS must be earliest, latest or Spark's JSON offsets, got {starting!r}"
+            )
+        options = tuple(
+            sorted(
+                (name[len(KAFKA_OPTION_PREFIX) :].lower().replace("_", "."), value)
+                for name, value in env.items()
+                if name.startswith(KAFKA_OPTION_PREFIX) and len(name) > len(KAFKA_OPTION_PREFIX)
+            )
+        )
+        return cls(
+            bootstrap_servers=bootstrap,
+            topic=topic,
+            partitions=_positive_int(env, "LAKEHOUSE_KAFKA_PARTITIONS", cls.partitions),
+            starting_offsets=starting,
+            max_offsets_per_trigger=_positive_int(
+                env, "LAKEHOUSE_KAFKA_MAX_OFFSETS_PER_TRIGGER", cls.max_offsets_per_trigger
+            ),
+            broker_timeout_seconds=_positive_int(
+                env, "LAKEHOUSE_KAFKA_BROKER_TIMEOUT_SECONDS", cls.broker_timeout_seconds
+            ),
+            broker_jars_dir=Path(env.get("LAKEHOUSE_KAFKA_BROKER_JARS_DIR") or DEFAULT_KAFKA_BROKER_JARS_DIR)
+            .expanduser()
+            .resolve(),
+            options=options,
+        )
+
+    @property
+    def redacted(self) -> dict[str, str]:
+        """The client options with their values hidden: what logs and metadata may show."""
+        return {name: "***" for name, _ in self.options}
+
+    @property
+    def broker_address(self) -> tuple[str, int]:
+        """(host, port) of the first bootstrap server: where ``lakehouse kafka up`` listens."""
+        host, _, port = self.bootstrap_servers.split(",")[0].rpartition(":")
+        return host.strip("[]"), int(port)
+
+
 @dataclass(frozen=True)
 class Settings:
     """The lakehouse's configuration.
@@ -97,6 +168,7 @@ class Settings:
     maintenance_cron: str = "7 * * * *"
     sweep_start_date: date = date(2024, 1, 1)
     quality: QualitySettings = field(default_factory=QualitySettings)
+    kafka: KafkaSettings = field(default_factory=KafkaSettings)
 
     @property
     def window(self) -> timedelta:
@@ -163,6 +235,7 @@ class Settings:
             maintenance_cron=_cron(env, "LAKEHOUSE_MAINTENANCE_CRON", cls.maintenance_cron),
             sweep_start_date=_date(env, "LAKEHOUSE_SWEEP_START_DATE", cls.sweep_start_date),
             quality=QualitySettings.from_env(env),
+            kafka=KafkaSettings.from_env(env),
         )
         if (24 * 60) % settings.window_minutes:
             raise SettingsError(
@@ -174,6 +247,11 @@ class Settings:
     @property
     def logs_dir(self) -> Path:
         return self.home / "logs"
+
+    @property
+    def kafka_dir(self) -> Path:
+        """The local broker's config, data (its log segments) and logs."""
+        return self.home / "kafka"
 
     def ensure_home(self) -> None:
         """Create the home's folders, failing with one line when the home is not writable."""

@@ -1,0 +1,320 @@
+"""A local single-node Apache Kafka broker (KRaft: broker and controller in one JVM, no ZooKeeper).
+
+``lakehouse kafka up | down | status``. The broker runs from Apache Kafka's own jars, fetched once by the
+set-up into ``.cache/kafka-broker`` (never on Spark's class path: the two need different kafka-clients).
+Its config, data and logs live under ``LAKEHOUSE_HOME/kafka``, so deleting the home resets it too; it
+listens on the first of ``LAKEHOUSE_KAFKA_BOOTSTRAP_SERVERS`` (127.0.0.1:9092 by default) and a controller
+port chosen once when its storage is formatted. It runs detached from the command that started it and
+outlives it; ``down`` stops it with SIGTERM (a clean, controlled shutdown).
+"""
+
+import base64
+import logging
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from warehouse.settings import Settings, SettingsError
+
+#: Seconds ``down`` waits for a clean shutdown before it kills the broker.
+_STOP_SECONDS = 30
+
+
+class BrokerError(RuntimeError):
+    """The broker cannot be started, reached or stopped; the message is one line saying why."""
+
+
+@dataclass(frozen=True)
+class PartitionOffsets:
+    """One partition of a topic: the oldest offset still retained and the next offset to be written."""
+
+    partition: int
+    earliest: int
+    latest: int
+
+
+@dataclass(frozen=True)
+class TopicState:
+    name: str
+    partitions: list[PartitionOffsets] = field(default_factory=list)
+
+    @property
+    def messages(self) -> int:
+        """Messages retained now (end minus earliest offset, summed over partitions)."""
+        return sum(p.latest - p.earliest for p in self.partitions)
+
+
+#: librdkafka logs every failed connection to stderr; our clients log here instead, and the commands
+#: say what went wrong in one line of their own.
+_CLIENT_LOG = logging.getLogger("lakehouse.kafka.client")
+_CLIENT_LOG.addHandler(logging.NullHandler())
+_CLIENT_LOG.propagate = False
+
+
+def client_config(settings: Settings) -> dict[str, object]:
+    """librdkafka settings for the lakehouse's own admin and producer clients (options included)."""
+    servers = settings.kafka.bootstrap_servers
+    return {"bootstrap.servers": servers, **dict(settings.kafka.options), "logger": _CLIENT_LOG}
+
+
+def _paths(settings: Settings) -> dict[str, Path]:
+    root = settings.kafka_dir
+    return {
+        "config": root / "config" / "server.properties",
+        "log4j": root / "config" / "log4j2.properties",
+        "data": root / "data",
+        "logs": root / "logs",
+        "pid": root / "broker.pid",
+        "out": root / "logs" / "broker.out",
+    }
+
+
+def broker_pid(settings: Settings) -> int | None:
+    """The pid of this home's broker when it runs (its pid file names a live ``kafka.Kafka`` with our config)."""
+    paths = _paths(settings)
+    try:
+        pid = int(paths["pid"].read_text().strip())
+        command = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except (FileNotFoundError, ValueError, ProcessLookupError):
+        return None
+    if b"kafka.Kafka" in command and str(paths["config"]).encode() in command:
+        return pid
+    return None
+
+
+def _answers(host: str, port: int, timeout: float = 0.5) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def _free_port(host: str) -> int:
+    with socket.socket() as probe:
+        probe.bind((host, 0))
+        return int(probe.getsockname()[1])
+
+
+def _cluster_id() -> str:
+    # Kafka's own ids are URL-safe base64 of 16 random bytes; one starting with '-' reads as a flag.
+    while True:
+        candidate = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not candidate.startswith("-"):
+            return candidate
+
+
+def _java() -> str:
+    java = shutil.which("java")
+    if java is None:
+        raise BrokerError("the Kafka broker needs Java 17 or newer, and 'java' is not on PATH")
+    return java
+
+
+def _classpath(settings: Settings) -> str:
+    jars = settings.kafka.broker_jars_dir
+    if not any(jars.glob("kafka_2.13-*.jar")):
+        raise SettingsError(
+            f"LAKEHOUSE_KAFKA_BROKER_JARS_DIR={jars} holds no Kafka broker jars: run `make setup` to fetch them"
+        )
+    return str(jars / "*")
+
+
+def _write_config(settings: Settings) -> None:
+    """server.properties and the log config, once: the controller port is part of the formatted storage."""
+    paths = _paths(settings)
+    host, port = settings.kafka.broker_address
+    if paths["config"].exists():
+        return
+    controller = _free_port(host)
+    paths["config"].parent.mkdir(parents=True, exist_ok=True)
+    paths["config"].write_text(
+        "\n".join(
+            [
+                "process.roles=broker,controller",
+                "node.id=1",
+                f"controller.quorum.bootstrap.servers={host}:{controller}",
+                f"listeners=PLAINTEXT://{host}:{port},CONTROLLER://{host}:{controller}",
+                f"advertised.listeners=PLAINTEXT://{host}:{port}",
+                "controller.listener.names=CONTROLLER",
+                "inter.broker.listener.name=PLAINTEXT",
+                "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+                f"log.dirs={paths['data']}",
+                f"num.partitions={settings.kafka.partitions}",
+                "offsets.topic.replication.factor=1",
+                "transaction.state.log.replication.factor=1",
+                "transaction.state.log.min.isr=1",
+                "share.coordinator.state.topic.replication.factor=1",
+                "share.coordinator.state.topic.min.isr=1",
+                "group.initial.rebalance.delay.ms=0",
+                # Topics are created on purpose (`up`); a typo in a topic name is an error, not a new topic.
+                "auto.create.topics.enable=false",
+                "",
+            ]
+        )
+    )
+    paths["log4j"].write_text(
+        "\n".join(
+            [
+                "status = warn",
+                "appender.file.type = RollingFile",
+                "appender.file.name = file",
+                f"appender.file.fileName = {paths['logs'] / 'server.log'}",
+                f"appender.file.filePattern = {paths['logs'] / 'server.log.%i'}",
+                "appender.file.layout.type = PatternLayout",
+                "appender.file.layout.pattern = [%d] %p %m (%c)%n",
+                "appender.file.policies.type = Policies",
+                "appender.file.policies.size.type = SizeBasedTriggeringPolicy",
+                "appender.file.policies.size.size = 20MB",
+                "appender.file.strategy.type = DefaultRolloverStrategy",
+                "appender.file.strategy.max = 3",
+                "rootLogger.level = INFO",
+                "rootLogger.appenderRef.file.ref = file",
+                "",
+            ]
+        )
+    )
+
+
+def _format_storage(settings: Settings, java: str) -> None:
+    paths = _paths(settings)
+    if (paths["data"] / "meta.properties").exists():
+        return
+    paths["data"].mkdir(parents=True, exist_ok=True)
+    command = [java, "-cp", _classpath(settings), "kafka.tools.StorageTool", "format", "--standalone"]
+    done = subprocess.run(
+        [*command, f"--cluster-id={_cluster_id()}", "-c", str(paths["config"])],
+        capture_output=True,
+        text=True,
+    )
+    if done.returncode != 0:
+        last = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["no output"]
+        raise BrokerError(f"formatting the broker's storage failed: {last[0]}")
+
+
+def up(settings: Settings) -> bool:
+    """Start the broker unless it runs, wait until it answers, create the topic if missing.
+
+    Returns whether it was started now (False: it was already up). Idempotent.
+    """
+    host, port = settings.kafka.broker_address
+    if broker_pid(settings) is None:
+        if _answers(host, port):
+            raise BrokerError(
+                f"{host}:{port} is already taken by another process (not this home's broker); "
+                "stop it or set LAKEHOUSE_KAFKA_BOOTSTRAP_SERVERS to a free port"
+            )
+        java = _java()
+        classpath = _classpath(settings)
+        _write_config(settings)
+        _format_storage(settings, java)
+        _start(settings, java, classpath)
+        try:
+            _await_broker(settings)
+        except BrokerError:
+            down(settings)  # a broker that did not come up in time is not left half-started
+            raise
+        started = True
+    else:
+        _await_broker(settings)
+        started = False
+    ensure_topic(settings)
+    return started
+
+
+def _start(settings: Settings, java: str, classpath: str) -> None:
+    paths = _paths(settings)
+    paths["logs"].mkdir(parents=True, exist_ok=True)
+    command = [java, "-Xms256m", "-Xmx512m", "-XX:+UseG1GC", "-Djava.awt.headless=true"]
+    command += [f"-Dlog4j2.configurationFile={paths['log4j']}", f"-Dkafka.logs.dir={paths['logs']}"]
+    command += ["-cp", classpath, "kafka.Kafka", str(paths["config"])]
+    with paths["out"].open("ab") as out:
+        # Its own session: the broker outlives this command and ignores the terminal's Ctrl-C.
+        process = subprocess.Popen(command, stdout=out, stderr=out, stdin=subprocess.DEVNULL, start_new_session=True)
+    paths["pid"].write_text(f"{process.pid}\n")
+
+
+def _await_broker(settings: Settings) -> None:
+    from confluent_kafka.admin import AdminClient
+
+    paths = _paths(settings)
+    host, port = settings.kafka.broker_address
+    deadline = time.monotonic() + settings.kafka.broker_timeout_seconds
+    admin = AdminClient({**client_config(settings), "socket.timeout.ms": "2000"})
+    while True:
+        if broker_pid(settings) is None:
+            raise BrokerError(f"the Kafka broker exited while starting; see {paths['logs'] / 'server.log'}")
+        if _answers(host, port):
+            try:
+                admin.list_topics(timeout=2)
+                return
+            except Exception:  # listening but not serving metadata yet
+                pass
+        if time.monotonic() > deadline:
+            raise BrokerError(
+                f"the Kafka broker did not answer on {host}:{port} within "
+                f"{settings.kafka.broker_timeout_seconds} s (LAKEHOUSE_KAFKA_BROKER_TIMEOUT_SECONDS); "
+                f"see {paths['logs'] / 'server.log'}"
+            )
+        time.sleep(0.25)
+
+
+def ensure_topic(settings: Settings) -> None:
+    """Create the topic with ``LAKEHOUSE_KAFKA_PARTITIONS`` partitions unless it exists."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient(client_config(settings))
+    if settings.kafka.topic in admin.list_topics(timeout=10).topics:
+        return
+    futures = admin.create_topics([NewTopic(settings.kafka.topic, settings.kafka.partitions, 1)])
+    for future in futures.values():
+        try:
+            future.result(timeout=30)
+        except Exception as error:
+            if "TOPIC_ALREADY_EXISTS" not in str(error):
+                raise BrokerError(f"could not create topic {settings.kafka.topic}: {error}") from None
+
+
+def down(settings: Settings) -> bool:
+    """Stop this home's broker cleanly (SIGTERM, then SIGKILL after 30 s); False when none was running."""
+    pid = broker_pid(settings)
+    if pid is None:
+        _paths(settings)["pid"].unlink(missing_ok=True)
+        return False
+    os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + _STOP_SECONDS
+    while broker_pid(settings) is not None and time.monotonic() < deadline:
+        time.sleep(0.2)
+    if broker_pid(settings) is not None:
+        os.kill(pid, signal.SIGKILL)
+        while broker_pid(settings) is not None:
+            time.sleep(0.1)
+    _paths(settings)["pid"].unlink(missing_ok=True)
+    return True
+
+
+def topics(settings: Settings, timeout: float = 10.0) -> list[TopicState]:
+    """Every topic the cluster serves (internal ones left out) with each partition's earliest and end offsets."""
+    from confluent_kafka import TopicPartition
+    from confluent_kafka.admin import AdminClient, OffsetSpec
+
+    admin = AdminClient(client_config(settings))
+    metadata = admin.list_topics(timeout=timeout)
+    states = []
+    for name in sorted(t for t in metadata.topics if not t.startswith("__")):
+        partitions = sorted(metadata.topics[name].partitions)
+        offsets = {}
+        for spec_name, spec in (("earliest", OffsetSpec.earliest()), ("latest", OffsetSpec.latest())):
+            request = {TopicPartition(name, p): spec for p in partitions}
+            for tp, future in admin.list_offsets(request, request_timeout=timeout).items():
+                offsets.setdefault(tp.partition, {})[spec_name] = future.result().offset
+        states.append(
+            TopicState(name, [PartitionOffsets(p, offsets[p]["earliest"], offsets[p]["latest"]) for p in partitions])
+        )
+    return states
