@@ -97,11 +97,15 @@ def generate(
     invalid: Annotated[float, typer.Option(help="Fraction of invalid lines mixed in.")] = 0.02,
     seed: Annotated[int, typer.Option(help="Random seed; the same seed gives the same lines.")] = 7,
     files: Annotated[int, typer.Option(help="Spread the lines over this many landing files.")] = 4,
+    to: Annotated[str, typer.Option(help="landing (files in the landing zone) or kafka (the topic).")] = "landing",
+    send_rate: Annotated[
+        float, typer.Option(help="kafka: messages per second of wall-clock time (0 = as fast as it takes them).")
+    ] = 0.0,
     start: Annotated[
         datetime, typer.Option(help="Event time of the first event (UTC).", formats=["%Y-%m-%dT%H:%M:%S"])
     ] = datetime(2024, 1, 1),
 ) -> None:
-    """Write a synthetic event stream into the landing zone (deterministic for a seed)."""
+    """Write a synthetic event stream into the landing zone or a Kafka topic (deterministic for a seed)."""
     from datetime import UTC
 
     from transforms.landing import place_in_landing
@@ -123,7 +127,24 @@ def generate(
     spec.validate()
     if files < 1:
         raise ValueError("--files must be at least 1")
+    if to not in {"landing", "kafka"}:
+        raise ValueError(f"--to must be landing or kafka, got {to!r}")
+    if send_rate < 0:
+        raise ValueError("--send-rate must be 0 or more")
     lines = list(generate_lines(spec))
+    if to == "kafka":
+        from transforms.kafka import produce_lines
+
+        with Progress(
+            TextColumn("sending"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=console
+        ) as progress:
+            task = progress.add_task("messages", total=len(lines))
+            sent = produce_lines(settings, lines, send_rate, lambda n: progress.advance(task, n))
+        console.print(
+            f"sent {sent} messages ({events} events) to {settings.kafka.topic} at {settings.kafka.bootstrap_servers}",
+            highlight=False,
+        )
+        return
     per_file = -(-len(lines) // files) if lines else 0
     with Progress(
         TextColumn("generating"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=console
@@ -147,27 +168,38 @@ def generate(
 def run(
     once: Annotated[bool, typer.Option("--once", help="Process everything available now, then exit.")] = False,
     continuous: Annotated[bool, typer.Option("--continuous", help="Keep processing until SIGINT or SIGTERM.")] = False,
+    source: Annotated[
+        str | None,
+        typer.Option(
+            help="Where bronze reads: landing (the folder) or kafka (LAKEHOUSE_KAFKA_*); "
+            "default LAKEHOUSE_SOURCE, else landing."
+        ),
+    ] = None,
 ) -> None:
-    """Run the streams landing → bronze → silver → gold, once (availableNow) or continuously."""
+    """Run the streams source → bronze → silver → gold, once (availableNow) or continuously."""
     if once == continuous:
         raise typer.BadParameter("choose exactly one of --once or --continuous")
-    from transforms.streams import run_continuous, run_once, stages
+    from transforms.streams import run_continuous, run_once, source_stage, stages
     from warehouse.locks import ensure_free
     from warehouse.session import spark_session
 
     settings = _settings()
-    ensure_free(settings, [stage.name for stage in stages(settings)])
+    source = source or settings.source
+    source_stage(source)  # an unknown source stops here, before Spark starts
+    ensure_free(settings, [stage.name for stage in stages(settings, source)])
     with console.status("starting Spark"):
         spark = spark_session(settings)
     if once:
-        with console.status("processing what has arrived"):
-            reports = run_once(spark, settings)
+        with console.status(f"processing what has arrived ({source})"):
+            reports = run_once(spark, settings, source)
     else:
         console.print(
-            "running continuously (bronze, silver, gold in back-to-back cycles; idle checks every "
+            f"running continuously from {source} (bronze, silver, gold in back-to-back cycles; idle checks every "
             f"{settings.trigger_interval_seconds}s); Ctrl-C or SIGTERM stops cleanly"
         )
-        reports = run_continuous(spark, settings)
+        reports = run_continuous(
+            spark, settings, source=source, on_notice=lambda line: errors.print(f"lakehouse: {line}", highlight=False)
+        )
     table = RichTable("stream", "batches", "seconds", "figures", title="run")
     for report in reports:
         figures = ", ".join(f"{k}={v:,.0f}" for k, v in report.figures.items() if k != "watermark")

@@ -38,3 +38,40 @@ def dagster_ui(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DagsterUI]:
     """The Dagster UI as `make ui` starts it (webserver + daemon, own homes, free port); stopped at the end."""
     with DagsterUI.start(tmp_path_factory.mktemp("dagster-ui")) as ui:
         yield ui
+
+
+@pytest.fixture(scope="session")
+def kafka_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A real Kafka broker started by `lakehouse kafka up` (free port, own home) for the test session;
+    `lakehouse kafka down` at the end. Yields its bootstrap address."""
+    import socket
+    import subprocess
+    import sys
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    bootstrap = f"127.0.0.1:{port}"
+    env = {
+        **os.environ,
+        "LAKEHOUSE_HOME": str(tmp_path_factory.mktemp("kafka-broker")),
+        "LAKEHOUSE_KAFKA_BOOTSTRAP_SERVERS": bootstrap,
+    }
+    lakehouse = str(Path(sys.executable).parent / "lakehouse")
+    started = subprocess.run([lakehouse, "kafka", "up"], env=env, capture_output=True, text=True, timeout=300)
+    assert started.returncode == 0, started.stderr
+    try:
+        yield bootstrap
+    finally:
+        subprocess.run([lakehouse, "kafka", "down"], env=env, capture_output=True, timeout=120)
+
+
+@pytest.fixture
+def kafka_settings(settings: Settings, kafka_broker: str, request: pytest.FixtureRequest) -> Settings:
+    """``settings`` reading a topic of this test's own on the session's broker (created here)."""
+    from warehouse.broker import ensure_topic
+
+    topic = "events-" + "".join(c if c.isalnum() else "-" for c in request.node.name)[:120]
+    configured = replace(settings, kafka=replace(settings.kafka, bootstrap_servers=kafka_broker, topic=topic))
+    ensure_topic(configured)
+    return configured

@@ -21,6 +21,12 @@ def land_lines(lines: DataFrame, batch_id: int, settings: Settings, writer_id: s
     if batch_has_glob_names(settings.checkpoints_dir / LANDING_STAGE, batch_id):
         # Spark read the batch's other files more than once (SPARK-58518); a line is received once.
         lines = lines.dropDuplicates(["source_file", "source_line"])
+    return land_messages(lines, batch_id, settings, writer_id)
+
+
+def land_messages(lines: DataFrame, batch_id: int, settings: Settings, writer_id: str) -> dict[str, float]:
+    """Append one micro-batch of raw lines (landing lines or Kafka messages) to ``bronze.events`` exactly
+    once: a batch re-run after a crash reads the same lines or offsets and writes nothing twice."""
     stamped = lines.withColumns(
         {
             "ingest_time": F.current_timestamp(),

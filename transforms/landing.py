@@ -66,6 +66,8 @@ def split_lines(files: DataFrame) -> DataFrame:
             F.lit(None).cast("string").alias("kafka_topic"),
             F.lit(None).cast("int").alias("kafka_partition"),
             F.lit(None).cast("long").alias("kafka_offset"),
+            F.lit(None).cast("timestamp").alias("kafka_timestamp"),
+            F.lit(None).cast("string").alias("kafka_key"),
         )
     )
 

@@ -204,6 +204,9 @@ def stream_status(settings: Settings, stream: str, source: str, checkpoint: Path
     if source == "landing":
         pending = pending_landing_files(settings, checkpoint)
         unit = "files"
+    elif source == "kafka":
+        pending = []  # the broker knows the backlog (``transforms.kafka.partition_lag``), not the files
+        unit = "messages"
     else:
         pending = pending_source_commits(settings.tables_dir / Path(*source.split(".")), checkpoint)
         unit = "commits"

@@ -11,14 +11,15 @@ import signal
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import date
 from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
-from transforms.bronze import LANDING_STAGE, land_lines
+from transforms.bronze import LANDING_STAGE, land_lines, land_messages
+from transforms.kafka import KAFKA_STAGE, partition_lag, read_kafka
 from transforms.landing import read_landing
 from transforms.progress import (
     StreamStatus,
@@ -151,8 +152,22 @@ def consumed_source_version(checkpoint: Path) -> tuple[int, int] | None:
     return None
 
 
-def stages(settings: Settings) -> list[Stage]:
-    """The pipeline's arrows in order; each stage's name is also its checkpoint folder's name."""
+#: Where bronze's lines come from: the landing folder (the embedded default) or a Kafka topic.
+SOURCES = ("landing", "kafka")
+
+
+def source_stage(source: str) -> Stage:
+    """The arrow into bronze from ``source``; each source has its own stream and checkpoint."""
+    if source == "landing":
+        return Stage(LANDING_STAGE, read_landing, land_lines)
+    if source == "kafka":
+        return Stage(KAFKA_STAGE, read_kafka, land_messages, source="kafka")
+    raise ValueError(f"the source must be one of {', '.join(SOURCES)}, got {source!r}")
+
+
+def stages(settings: Settings, source: str = "landing") -> list[Stage]:
+    """The pipeline's arrows in order, from ``source`` into bronze, then silver, then gold; each stage's
+    name is also its checkpoint folder's name."""
     gold_name = user_spend_table(settings).name.replace(".", "_")
 
     def windows(df: DataFrame, batch_id: int, s: Settings, writer: str) -> dict[str, float]:
@@ -160,7 +175,7 @@ def stages(settings: Settings) -> list[Stage]:
         return update_windows(df, batch_id, s, writer, gold_name, silver_version)
 
     return [
-        Stage(LANDING_STAGE, read_landing, land_lines),
+        source_stage(source),
         Stage(
             "silver_events", _read_delta(BRONZE_EVENTS.name, "silver_events"), refine_events, source=BRONZE_EVENTS.name
         ),
@@ -184,14 +199,28 @@ def reconcile_stage(settings: Settings) -> Stage:
 
 def pipeline_status(settings: Settings) -> list[StreamStatus]:
     """Every stream's state, backlog and newest batch, from files alone (no Spark session)."""
-    return [
+    statuses = [
         stream_status(settings, stage.name, stage.source, checkpoint_dir(settings, stage))
         for stage in [*stages(settings), reconcile_stage(settings)]
     ]
+    kafka = source_stage("kafka")
+    if checkpoint_dir(settings, kafka).is_dir():
+        statuses.insert(1, kafka_status(settings, kafka))
+    return statuses
+
+
+def kafka_status(settings: Settings, stage: Stage) -> StreamStatus:
+    """The Kafka stream's state; its backlog is messages per partition not read yet (asks the broker)."""
+    status = stream_status(settings, stage.name, "kafka", checkpoint_dir(settings, stage))
+    try:
+        lag = partition_lag(settings, checkpoint_dir(settings, stage))
+    except Exception:
+        return replace(status, backlog=-1, backlog_unit="messages (broker not reachable)")
+    return replace(status, backlog=sum(lag.values()))
 
 
 def stage_named(settings: Settings, name: str) -> Stage:
-    for stage in [*stages(settings), reconcile_stage(settings)]:
+    for stage in [*stages(settings), source_stage("kafka"), reconcile_stage(settings)]:
         if stage.name == name:
             return stage
     raise KeyError(name)
@@ -282,10 +311,11 @@ def flush_progress(spark: SparkSession, settings: Settings, done: Sequence[Stage
     recorder.flush(spark)
 
 
-def run_once(spark: SparkSession, settings: Settings) -> list[StageReport]:
-    """Bounded run of the whole pipeline: bronze, then silver, then gold, each until caught up."""
+def run_once(spark: SparkSession, settings: Settings, source: str = "landing") -> list[StageReport]:
+    """Bounded run of the whole pipeline: bronze (from ``source``), then silver, then gold, each until
+    caught up."""
     prepare(spark, settings)
-    pipeline = stages(settings)
+    pipeline = stages(settings, source)
     reports = [run_stage_once(spark, settings, stage, record_progress=False) for stage in pipeline]
     flush_progress(spark, settings, pipeline)
     return reports
@@ -314,6 +344,8 @@ def run_continuous(
     settings: Settings,
     stop: threading.Event | None = None,
     on_progress: Callable[[list[StageReport]], None] | None = None,
+    source: str = "landing",
+    on_notice: Callable[[str], None] | None = None,
 ) -> list[StageReport]:
     """Run the pipeline until ``stop`` is set or a signal comes: a cycle of bronze, silver and gold in
     order, each stage taking everything its source holds, then the next cycle.
@@ -330,18 +362,19 @@ def run_continuous(
     if threading.current_thread() is threading.main_thread():
         for signum in (signal.SIGINT, signal.SIGTERM):
             previous[signum] = signal.signal(signum, lambda *_: stop.set())
-    pipeline = stages(settings)
+    pipeline = stages(settings, source)
     reports = [StageReport(stage.name) for stage in pipeline]
     recorder = recorder_for(spark, settings)
+    notices = _Notices(on_notice)
     try:
-        with _all_locks(settings):
+        with _all_locks(settings, source):
             while not stop.is_set():
                 started = time.monotonic()
                 worked = False
                 for stage, report in zip(pipeline, reports, strict=True):
                     if stop.is_set():
                         break
-                    if has_new_input(settings, stage):
+                    if _has_new_input(settings, stage, notices):
                         worked = True
                         _drain(spark, settings, stage, report, stop)
                 if on_progress:
@@ -356,9 +389,43 @@ def run_continuous(
     return reports
 
 
+class _Notices:
+    """One line when the Kafka broker becomes unreachable, one when it answers again (not one per cycle)."""
+
+    def __init__(self, say: Callable[[str], None] | None) -> None:
+        self.say = say or (lambda _: None)
+        self.outage_since: float | None = None
+
+    def broker(self, settings: Settings, error: Exception | None) -> None:
+        servers = settings.kafka.bootstrap_servers
+        if error is not None and self.outage_since is None:
+            self.outage_since = time.monotonic()
+            self.say(f"Kafka at {servers} is not reachable ({type(error).__name__}); retrying every cycle")
+        elif error is None and self.outage_since is not None:
+            self.say(
+                f"Kafka at {servers} answers again after {time.monotonic() - self.outage_since:.0f} s; catching up"
+            )
+            self.outage_since = None
+
+
+def _has_new_input(settings: Settings, stage: Stage, notices: _Notices) -> bool:
+    if stage.source != "kafka":
+        return has_new_input(settings, stage)
+    try:
+        pending = has_new_input(settings, stage)
+    except Exception as error:
+        notices.broker(settings, error)
+        return False
+    notices.broker(settings, None)
+    return pending
+
+
 def has_new_input(settings: Settings, stage: Stage) -> bool:
-    """Whether the stage's source holds anything its checkpoint has not taken (files only, no JVM)."""
+    """Whether the stage's source holds anything its checkpoint has not taken (files, or the broker's end
+    offsets against the checkpoint's; no JVM)."""
     checkpoint = checkpoint_dir(settings, stage)
+    if stage.source == "kafka":
+        return sum(partition_lag(settings, checkpoint).values()) > 0
     if stage.source == "landing":
         return bool(pending_landing_files(settings, checkpoint))
     return bool(pending_source_commits(settings.tables_dir / Path(*stage.source.split(".")), checkpoint))
@@ -375,5 +442,5 @@ def _drain(spark: SparkSession, settings: Settings, stage: Stage, report: StageR
         raise query.exception()
 
 
-def _all_locks(settings: Settings):
-    return hold_all(settings, [stage.name for stage in stages(settings)], purpose="a continuous run")
+def _all_locks(settings: Settings, source: str = "landing"):
+    return hold_all(settings, [stage.name for stage in stages(settings, source)], purpose="a continuous run")

@@ -153,6 +153,8 @@ def _write_config(settings: Settings) -> None:
                 "share.coordinator.state.topic.replication.factor=1",
                 "share.coordinator.state.topic.min.isr=1",
                 "group.initial.rebalance.delay.ms=0",
+                # Lines of several MB are received (and quarantined by the event rules), not refused here.
+                "message.max.bytes=16777216",
                 # Topics are created on purpose (`up`); a typo in a topic name is an error, not a new topic.
                 "auto.create.topics.enable=false",
                 "",

@@ -88,6 +88,8 @@ BRONZE_EVENTS = Table(
         Column("ingest_time", TimestampType(), "processing time the line was written to bronze", nullable=False),
         Column("ingest_batch", LongType(), "bronze micro-batch that wrote the line", nullable=False),
         Column("ingest_date", DateType(), "UTC date of ingest_time (partition)", nullable=False),
+        Column("kafka_timestamp", TimestampType(), "the record's Kafka timestamp (kafka source; not event time)"),
+        Column("kafka_key", StringType(), "the record's key (kafka source; the producer keys by user_id)"),
     ),
     partition_by=("ingest_date",),
 )

@@ -168,6 +168,8 @@ class Settings:
     maintenance_cron: str = "7 * * * *"
     sweep_start_date: date = date(2024, 1, 1)
     quality: QualitySettings = field(default_factory=QualitySettings)
+    #: Where ``run`` reads bronze's lines by default: ``landing`` or ``kafka``.
+    source: str = "landing"
     kafka: KafkaSettings = field(default_factory=KafkaSettings)
 
     @property
@@ -235,6 +237,7 @@ class Settings:
             maintenance_cron=_cron(env, "LAKEHOUSE_MAINTENANCE_CRON", cls.maintenance_cron),
             sweep_start_date=_date(env, "LAKEHOUSE_SWEEP_START_DATE", cls.sweep_start_date),
             quality=QualitySettings.from_env(env),
+            source=_choice(env, "LAKEHOUSE_SOURCE", cls.source, ("landing", "kafka")),
             kafka=KafkaSettings.from_env(env),
         )
         if (24 * 60) % settings.window_minutes:
@@ -264,6 +267,13 @@ class Settings:
         except OSError as error:
             reason = error.strerror or str(error)
             raise SettingsError(f"LAKEHOUSE_HOME={self.home} is not usable: {reason}") from None
+
+
+def _choice(env: Mapping[str, str], name: str, default: str, choices: tuple[str, ...]) -> str:
+    raw = (env.get(name) or default).strip()
+    if raw not in choices:
+        raise SettingsError(f"{name} must be one of {', '.join(choices)}, got {raw!r}")
+    return raw
 
 
 def _optional_path(env: Mapping[str, str], name: str, default: Path) -> Path | None:

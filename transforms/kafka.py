@@ -1,0 +1,146 @@
+"""Sources: a Kafka topic, read as a stream of raw lines (one message value each) with their position.
+
+The message value is the raw line and follows the same event rules as a landing-file line; the key
+(the producer keys by ``user_id``) and the Kafka timestamp are kept in bronze but never decide anything:
+event time comes from the line only.
+"""
+
+import json
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from warehouse.settings import Settings
+
+#: The Kafka → bronze stream's name (and checkpoint folder): beside the landing stream, never instead.
+KAFKA_STAGE = "bronze_events_kafka"
+
+
+def kafka_options(settings: Settings) -> dict[str, str]:
+    """Spark Kafka source options: servers, topic, where a new checkpoint starts, a batch's size bound, and
+    every ``LAKEHOUSE_KAFKA_OPTION_*`` client setting (SASL, TLS) as ``kafka.<name>``."""
+    kafka = settings.kafka
+    return {
+        "kafka.bootstrap.servers": kafka.bootstrap_servers,
+        "subscribe": kafka.topic,
+        "startingOffsets": kafka.starting_offsets,
+        "maxOffsetsPerTrigger": str(kafka.max_offsets_per_trigger),
+        # Offsets deleted by retention before the stream read them are lost data: stop and say so.
+        "failOnDataLoss": "true",
+        **{f"kafka.{name}": value for name, value in kafka.options},
+    }
+
+
+def read_kafka(spark: SparkSession, settings: Settings) -> DataFrame:
+    """Stream every message of the topic, one row per message, in offset order within each partition.
+
+    Time semantics: none yet. Offsets are the arrival order within a partition; the checkpoint holds the
+    offsets each micro-batch read (written before the batch runs), so a batch re-run after a crash reads
+    exactly the same messages. ``kafka_timestamp`` is the producer's or the broker's clock, not event time.
+    """
+    reader = spark.readStream.format("kafka")
+    for name, value in kafka_options(settings).items():
+        reader = reader.option(name, value)
+    return reader.load().select(
+        F.col("value").cast("string").alias("raw"),
+        F.lit("kafka").alias("source"),
+        F.lit(None).cast("string").alias("source_file"),
+        F.lit(None).cast("long").alias("source_line"),
+        F.lit(None).cast("timestamp").alias("file_modified_at"),
+        F.col("topic").alias("kafka_topic"),
+        F.col("partition").alias("kafka_partition"),
+        F.col("offset").alias("kafka_offset"),
+        F.col("timestamp").alias("kafka_timestamp"),
+        F.col("key").cast("string").alias("kafka_key"),
+    )
+
+
+def consumed_offsets(checkpoint: Path) -> dict[int, int]:
+    """partition → next offset to read, after the newest micro-batch the stream finished (its checkpoint's
+    offset log: Spark writes a batch's end offsets before running it, and its commit after). Empty when
+    no batch has finished."""
+    commits = checkpoint / "commits"
+    finished = sorted(int(e.name) for e in commits.iterdir() if e.name.isdigit()) if commits.is_dir() else []
+    if not finished:
+        return {}
+    offsets = json.loads((checkpoint / "offsets" / str(finished[-1])).read_text().splitlines()[2])
+    return {int(partition): int(offset) for topic in offsets.values() for partition, offset in topic.items()}
+
+
+def partition_lag(settings: Settings, checkpoint: Path) -> dict[int, int]:
+    """partition → messages in the topic the Kafka stream has not read yet (end offset minus what its
+    checkpoint says it consumed; a stream that has not started counts from the earliest retained offset).
+    Asks the broker; raises when it cannot be reached."""
+    from warehouse.broker import topics
+
+    consumed = consumed_offsets(checkpoint)
+    (state,) = [t for t in topics(settings, timeout=5) if t.name == settings.kafka.topic] or [None]
+    if state is None:
+        return {}
+    return {p.partition: max(0, p.latest - consumed.get(p.partition, p.earliest)) for p in state.partitions}
+
+
+def message_key(line: str) -> bytes | None:
+    """The key a line is produced with: its ``user_id`` (so one user's events keep their order in one
+    partition), or none when the line has no string ``user_id`` (invalid lines are sent too)."""
+    try:
+        user = json.loads(line).get("user_id")
+    except (ValueError, AttributeError):
+        return None
+    return user.encode() if isinstance(user, str) else None
+
+
+def produce_lines(
+    settings: Settings,
+    lines: Iterable[str],
+    rate: float = 0.0,
+    on_sent: Callable[[int], None] | None = None,
+) -> int:
+    """Send each line as one message of the topic, keyed by ``user_id``, at most ``rate`` messages per
+    second (0: as fast as the broker takes them); waits until every message is acknowledged.
+
+    Raises when a message could not be delivered (the producer retries inside its delivery timeout).
+    """
+    from confluent_kafka import KafkaException, Producer
+
+    from warehouse.broker import client_config
+
+    producer = Producer({**client_config(settings), "linger.ms": 20, "acks": "all", "enable.idempotence": True})
+    failures: list[str] = []
+
+    def delivered(error: object, _message: object) -> None:
+        if error is not None:
+            failures.append(str(error))
+
+    started = time.monotonic()
+    sent = 0
+    for line in lines:
+        while True:
+            try:
+                producer.produce(settings.kafka.topic, line.encode(), message_key(line), on_delivery=delivered)
+                break
+            except BufferError:  # the local queue is full: let the broker catch up
+                producer.poll(0.1)
+            except KafkaException as error:
+                raise RuntimeError(f"could not send to Kafka at {settings.kafka.bootstrap_servers}: {error}") from None
+        sent += 1
+        if sent % 1000 == 0:
+            producer.poll(0)
+            if on_sent:
+                on_sent(1000)
+            if failures:
+                break
+        if rate > 0 and sent % max(1, int(rate / 50)) == 0:
+            ahead = sent / rate - (time.monotonic() - started)
+            if ahead > 0:
+                time.sleep(ahead)
+    remaining = producer.flush(settings.kafka.broker_timeout_seconds)
+    if on_sent and sent % 1000:
+        on_sent(sent % 1000)
+    if failures or remaining:
+        reason = failures[0] if failures else f"{remaining} messages still unacknowledged"
+        raise RuntimeError(f"could not deliver to Kafka at {settings.kafka.bootstrap_servers}: {reason}")
+    return sent
