@@ -187,6 +187,10 @@ def run(
     source = source or settings.source
     source_stage(source)  # an unknown source stops here, before Spark starts
     ensure_free(settings, [stage.name for stage in stages(settings, source)])
+    if source == "kafka":
+        from transforms.kafka import check_reachable
+
+        check_reachable(settings)
     with console.status("starting Spark"):
         spark = spark_session(settings)
     if once:
@@ -198,7 +202,7 @@ def run(
             f"{settings.trigger_interval_seconds}s); Ctrl-C or SIGTERM stops cleanly"
         )
         reports = run_continuous(
-            spark, settings, source=source, on_notice=lambda line: errors.print(f"lakehouse: {line}", highlight=False)
+            spark, settings, source=source, on_notice=lambda line: sys.stderr.write(f"lakehouse: {line}\n")
         )
     table = RichTable("stream", "batches", "seconds", "figures", title="run")
     for report in reports:

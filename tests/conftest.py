@@ -1,8 +1,11 @@
 """Shared fixtures: one SparkSession for the whole test process, a fresh lakehouse home per test."""
 
 import os
+import socket
+import subprocess
+import sys
 from collections.abc import Iterator
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pytest
@@ -40,14 +43,22 @@ def dagster_ui(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DagsterUI]:
         yield ui
 
 
-@pytest.fixture(scope="session")
-def kafka_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A real Kafka broker started by `lakehouse kafka up` (free port, own home) for the test session;
-    `lakehouse kafka down` at the end. Yields its bootstrap address."""
-    import socket
-    import subprocess
-    import sys
+@dataclass(frozen=True)
+class KafkaBroker:
+    """The test session's broker, run by `lakehouse kafka up` in a home of its own."""
 
+    bootstrap: str
+    env: dict[str, str]
+
+    def command(self, *args: str) -> subprocess.CompletedProcess:
+        lakehouse = str(Path(sys.executable).parent / "lakehouse")
+        return subprocess.run([lakehouse, "kafka", *args], env=self.env, capture_output=True, text=True, timeout=300)
+
+
+@pytest.fixture(scope="session")
+def kafka_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaBroker]:
+    """A real Kafka broker started by `lakehouse kafka up` (free port, own home) for the test session;
+    `lakehouse kafka down` at the end."""
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
@@ -57,21 +68,22 @@ def kafka_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         "LAKEHOUSE_HOME": str(tmp_path_factory.mktemp("kafka-broker")),
         "LAKEHOUSE_KAFKA_BOOTSTRAP_SERVERS": bootstrap,
     }
-    lakehouse = str(Path(sys.executable).parent / "lakehouse")
-    started = subprocess.run([lakehouse, "kafka", "up"], env=env, capture_output=True, text=True, timeout=300)
+    broker = KafkaBroker(bootstrap, env)
+    started = broker.command("up")
     assert started.returncode == 0, started.stderr
     try:
-        yield bootstrap
+        yield broker
     finally:
-        subprocess.run([lakehouse, "kafka", "down"], env=env, capture_output=True, timeout=120)
+        broker.command("down")
 
 
 @pytest.fixture
-def kafka_settings(settings: Settings, kafka_broker: str, request: pytest.FixtureRequest) -> Settings:
+def kafka_settings(settings: Settings, kafka_broker: KafkaBroker, request: pytest.FixtureRequest) -> Settings:
     """``settings`` reading a topic of this test's own on the session's broker (created here)."""
     from warehouse.broker import ensure_topic
 
     topic = "events-" + "".join(c if c.isalnum() else "-" for c in request.node.name)[:120]
-    configured = replace(settings, kafka=replace(settings.kafka, bootstrap_servers=kafka_broker, topic=topic))
+    kafka = replace(settings.kafka, bootstrap_servers=kafka_broker.bootstrap, topic=topic)
+    configured = replace(settings, kafka=kafka)
     ensure_topic(configured)
     return configured

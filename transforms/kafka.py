@@ -144,3 +144,19 @@ def produce_lines(
         reason = failures[0] if failures else f"{remaining} messages still unacknowledged"
         raise RuntimeError(f"could not deliver to Kafka at {settings.kafka.bootstrap_servers}: {reason}")
     return sent
+
+
+def check_reachable(settings: Settings) -> None:
+    """Stop with one line unless the broker answers and holds the topic (before any JVM starts)."""
+    from warehouse.broker import topics
+
+    servers, topic = settings.kafka.bootstrap_servers, settings.kafka.topic
+    try:
+        names = {state.name for state in topics(settings, timeout=10)}
+    except Exception as error:
+        raise RuntimeError(
+            f"Kafka at {servers} is not reachable ({type(error).__name__}); "
+            "`lakehouse kafka up` starts the local broker"
+        ) from None
+    if topic not in names:
+        raise RuntimeError(f"Kafka at {servers} has no topic {topic}; `lakehouse kafka up` creates it")

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, replace
 from datetime import date
 from pathlib import Path
 
+from pyspark.errors import StreamingQueryException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
@@ -297,8 +298,7 @@ def run_stage_once(
     ``record_progress``, append its batches' progress rows; a caller running several stages does it once)."""
     report = StageReport(stage.name, listener=listener)
     with stage_lock(settings, stage):
-        query = start_stage(spark, settings, stage, report)
-        query.awaitTermination()
+        _drain(spark, settings, stage, report, threading.Event())
     if record_progress:
         flush_progress(spark, settings, [stage])
     return report
@@ -376,7 +376,14 @@ def run_continuous(
                         break
                     if _has_new_input(settings, stage, notices):
                         worked = True
-                        _drain(spark, settings, stage, report, stop)
+                        try:
+                            _drain(spark, settings, stage, report, stop)
+                        except Exception as error:
+                            # A Kafka batch cut off by a broker outage never committed: the next cycle re-runs
+                            # it from the same offsets once the broker answers. Any other failure stops the run.
+                            if stage.source != "kafka" or _has_new_input(settings, stage, notices, quiet=True):
+                                raise
+                            notices.broker(settings, error)
                 if on_progress:
                     on_progress(reports)
                 recorder.flush_if_due(spark)
@@ -408,13 +415,15 @@ class _Notices:
             self.outage_since = None
 
 
-def _has_new_input(settings: Settings, stage: Stage, notices: _Notices) -> bool:
+def _has_new_input(settings: Settings, stage: Stage, notices: _Notices, quiet: bool = False) -> bool:
+    """``has_new_input``; for Kafka, an unreachable broker means nothing to do now (said once, not raised)."""
     if stage.source != "kafka":
         return has_new_input(settings, stage)
     try:
         pending = has_new_input(settings, stage)
     except Exception as error:
-        notices.broker(settings, error)
+        if not quiet:
+            notices.broker(settings, error)
         return False
     notices.broker(settings, None)
     return pending
@@ -433,13 +442,37 @@ def has_new_input(settings: Settings, stage: Stage) -> bool:
 
 def _drain(spark: SparkSession, settings: Settings, stage: Stage, report: StageReport, stop: threading.Event) -> None:
     """Run one stage's query over everything available now; stop it early when ``stop`` is set."""
-    query = start_stage(spark, settings, stage, report)
-    while not query.awaitTermination(0.2):
-        if stop.is_set():
-            query.stop()
-            break
-    if query.exception() is not None:
-        raise query.exception()
+    checkpoint = checkpoint_dir(settings, stage)
+    rerun = uncommitted_batch(checkpoint)
+    error = _await(start_stage(spark, settings, stage, report), stop)
+    if error is not None and rerun is not None and (checkpoint / "commits" / str(rerun)).exists():
+        # Spark's Kafka source fails the progress report of a batch re-run after a crash (its latest offsets
+        # were never fetched in this run: a NullPointerException in KafkaMicroBatchStream.metrics), after
+        # the batch itself was written and committed. Starting again goes on from there.
+        error = _await(start_stage(spark, settings, stage, report), stop)
+    if error is not None:
+        raise error
+
+
+def _await(query: StreamingQuery, stop: threading.Event) -> Exception | None:
+    """Wait for the query to end (stopping it when ``stop`` is set); its failure, if it failed."""
+    try:
+        while not query.awaitTermination(0.2):
+            if stop.is_set():
+                query.stop()
+                break
+    except StreamingQueryException:
+        pass  # awaitTermination raises the query's failure; it is returned below
+    return query.exception()
+
+
+def uncommitted_batch(checkpoint: Path) -> int | None:
+    """The batch a crash left planned but not committed (its offsets are logged, its commit is not):
+    the next start re-runs it from those offsets. None when every planned batch is committed."""
+    planned = sorted(int(e.name) for e in (checkpoint / "offsets").glob("[0-9]*") if e.name.isdigit())
+    if planned and not (checkpoint / "commits" / str(planned[-1])).exists():
+        return planned[-1]
+    return None
 
 
 def _all_locks(settings: Settings, source: str = "landing"):
