@@ -19,7 +19,14 @@ from kafka import KafkaProducer
 from tests.test_pipeline import DUCKDB_GOLDEN
 from transforms.streams import run_once
 from transforms.synthetic import StreamSpec, generate_lines
-from warehouse.catalog import BRONZE_EVENTS, SILVER_DUPLICATES, SILVER_EVENTS, SILVER_QUARANTINE, user_spend_table
+from warehouse.catalog import (
+    BRONZE_EVENTS,
+    OPS_STREAM_PROGRESS,
+    SILVER_DUPLICATES,
+    SILVER_EVENTS,
+    SILVER_QUARANTINE,
+    user_spend_table,
+)
 from warehouse.delta import read_table
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("kafka")]
@@ -88,6 +95,19 @@ def test_kafka_stream_equals_duckdb_over_the_same_lines(spark, kafka_settings, t
             assert r.kafka_key == user
     split = sum(read_table(spark, settings, t).count() for t in (SILVER_EVENTS, SILVER_QUARANTINE, SILVER_DUPLICATES))
     assert split == len(lines)
+
+    # Consumer lag is recorded with every batch: all read, so none is left, partition by partition.
+    progress = [
+        r for r in read_table(spark, settings, OPS_STREAM_PROGRESS).collect() if r.stream == "bronze_events_kafka"
+    ]
+    assert len(progress) == 2
+    last = max(progress, key=lambda r: r.batch_id)
+    assert last.backlog_messages == 0
+    assert {k: v for k, v in json.loads(last.figures).items() if k.startswith("kafka_lag_partition_")} == {
+        "kafka_lag_partition_0": 0,
+        "kafka_lag_partition_1": 0,
+        "kafka_lag_partition_2": 0,
+    }
 
     # Nothing new: a second run reads nothing and changes nothing.
     before = read_table(spark, settings, user_spend_table(settings)).collect()

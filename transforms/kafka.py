@@ -58,25 +58,44 @@ def read_kafka(spark: SparkSession, settings: Settings) -> DataFrame:
     )
 
 
-def consumed_offsets(checkpoint: Path) -> dict[int, int]:
-    """partition → next offset to read, after the newest micro-batch the stream finished (its checkpoint's
-    offset log: Spark writes a batch's end offsets before running it, and its commit after). Empty when
-    no batch has finished."""
-    commits = checkpoint / "commits"
-    finished = sorted(int(e.name) for e in commits.iterdir() if e.name.isdigit()) if commits.is_dir() else []
-    if not finished:
-        return {}
-    offsets = json.loads((checkpoint / "offsets" / str(finished[-1])).read_text().splitlines()[2])
+def land_kafka_messages(messages: DataFrame, batch_id: int, settings: Settings, writer_id: str) -> dict[str, float]:
+    """Append one micro-batch of messages to bronze exactly once, and measure the consumer lag it leaves:
+    per partition, the broker's end offset minus the end offset of this batch (from the checkpoint's
+    offset log, so no second read of the messages). Lag figures are left out when the broker does not
+    answer right then; the batch itself is written either way."""
+    from transforms.bronze import land_messages
+
+    figures = land_messages(messages, batch_id, settings, writer_id)
+    try:
+        lag = partition_lag(settings, settings.checkpoints_dir / KAFKA_STAGE, batch_id)
+    except Exception:
+        return figures
+    figures["kafka_lag"] = float(sum(lag.values()))
+    figures.update({f"kafka_lag_partition_{partition}": float(n) for partition, n in sorted(lag.items())})
+    return figures
+
+
+def consumed_offsets(checkpoint: Path, batch_id: int | None = None) -> dict[int, int]:
+    """partition → next offset to read after micro-batch ``batch_id`` (default: the newest the stream
+    finished), from the checkpoint's offset log: Spark writes a batch's end offsets before running it,
+    and its commit after. Empty when no batch has finished."""
+    if batch_id is None:
+        commits = checkpoint / "commits"
+        finished = sorted(int(e.name) for e in commits.iterdir() if e.name.isdigit()) if commits.is_dir() else []
+        if not finished:
+            return {}
+        batch_id = finished[-1]
+    offsets = json.loads((checkpoint / "offsets" / str(batch_id)).read_text().splitlines()[2])
     return {int(partition): int(offset) for topic in offsets.values() for partition, offset in topic.items()}
 
 
-def partition_lag(settings: Settings, checkpoint: Path) -> dict[int, int]:
+def partition_lag(settings: Settings, checkpoint: Path, batch_id: int | None = None) -> dict[int, int]:
     """partition → messages in the topic the Kafka stream has not read yet (end offset minus what its
     checkpoint says it consumed; a stream that has not started counts from the earliest retained offset).
     Asks the broker; raises when it cannot be reached."""
     from warehouse.broker import topics
 
-    consumed = consumed_offsets(checkpoint)
+    consumed = consumed_offsets(checkpoint, batch_id)
     (state,) = [t for t in topics(settings, timeout=5) if t.name == settings.kafka.topic] or [None]
     if state is None:
         return {}

@@ -118,6 +118,7 @@ class ProgressRecorder(StreamingQueryListener):
             "state_memory_bytes": state_bytes,
             "backlog_files": files,
             "backlog_bytes": bytes_,
+            "backlog_messages": int(figures["kafka_lag"]) if "kafka_lag" in figures else None,
             "figures": json.dumps(figures, sort_keys=True),
             "recorded_at": datetime.now(UTC),
         }

@@ -19,8 +19,8 @@ from pyspark.errors import StreamingQueryException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
-from transforms.bronze import LANDING_STAGE, land_lines, land_messages
-from transforms.kafka import KAFKA_STAGE, partition_lag, read_kafka
+from transforms.bronze import LANDING_STAGE, land_lines
+from transforms.kafka import KAFKA_STAGE, land_kafka_messages, partition_lag, read_kafka
 from transforms.landing import read_landing
 from transforms.progress import (
     StreamStatus,
@@ -162,7 +162,7 @@ def source_stage(source: str) -> Stage:
     if source == "landing":
         return Stage(LANDING_STAGE, read_landing, land_lines)
     if source == "kafka":
-        return Stage(KAFKA_STAGE, read_kafka, land_messages, source="kafka")
+        return Stage(KAFKA_STAGE, read_kafka, land_kafka_messages, source="kafka")
     raise ValueError(f"the source must be one of {', '.join(SOURCES)}, got {source!r}")
 
 

@@ -253,6 +253,12 @@ OPS_STREAM_PROGRESS = Table(
         Column("backlog_bytes", LongType(), "bytes the source still had to read (Delta sources)"),
         Column("figures", StringType(), "every figure the batch function returned, as JSON"),
         Column("recorded_at", TimestampType(), "processing time the progress was received", nullable=False),
+        Column(
+            "backlog_messages",
+            LongType(),
+            "Kafka stream: messages left in the topic after the batch (consumer lag, all partitions; "
+            "per partition in figures)",
+        ),
     ),
 )
 
