@@ -2,16 +2,17 @@
 
 import dagster as dg
 
-from orchestration import maintenance, quality, reconcile, streams
-from orchestration.resources import lakehouse_resource
+from orchestration import kafka, maintenance, quality, reconcile, streams
+from orchestration.resources import lakehouse_resources
 
 defs = dg.Definitions.merge(
     streams.defs,
     reconcile.defs,
     quality.defs,
     maintenance.defs,
+    kafka.defs,
     dg.Definitions(
-        resources={"lakehouse": lakehouse_resource(dg.EnvVar("LAKEHOUSE_HOME").get_value())},
+        resources=lakehouse_resources(dg.EnvVar("LAKEHOUSE_HOME").get_value()),
         # One process per run: Spark's session (and its JVM) is built once and shared by every step.
         executor=dg.in_process_executor,
     ),

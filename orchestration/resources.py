@@ -1,4 +1,5 @@
-"""Dagster resources: the lakehouse's settings and its one Spark+Delta session (from dagster-pyspark)."""
+"""Dagster resources: the lakehouse's settings, its one Spark+Delta session (from dagster-pyspark), and the
+Kafka source."""
 
 from dataclasses import replace
 from pathlib import Path
@@ -38,3 +39,30 @@ def lakehouse_resource(home: str | None = None) -> LakehouseResource:
     if home:
         settings = replace(settings, home=Path(home).expanduser().resolve())
     return LakehouseResource(pyspark=PySparkResource(spark_config=spark_conf(settings)), home=home)
+
+
+class KafkaSourceResource(dg.ConfigurableResource):
+    """Where the Kafka source reads: each field left unset keeps its ``LAKEHOUSE_KAFKA_*`` setting.
+
+    Client options (SASL, TLS, …) are not configurable here on purpose: they may hold secrets and come
+    only from the environment (``LAKEHOUSE_KAFKA_OPTION_*``).
+    """
+
+    bootstrap_servers: str | None = None
+    topic: str | None = None
+    max_offsets_per_trigger: int | None = None
+    starting_offsets: str | None = None
+
+    def apply(self, settings: Settings) -> Settings:
+        """``settings`` with this resource's fields in place of the environment's."""
+        overrides = {
+            name: value
+            for name in ("bootstrap_servers", "topic", "max_offsets_per_trigger", "starting_offsets")
+            if (value := getattr(self, name)) is not None
+        }
+        return replace(settings, kafka=replace(settings.kafka, **overrides)) if overrides else settings
+
+
+def lakehouse_resources(home: str | None = None) -> dict[str, dg.ConfigurableResource]:
+    """Every resource the code location's assets and jobs use, for a home (default: LAKEHOUSE_HOME)."""
+    return {"lakehouse": lakehouse_resource(home), "kafka": KafkaSourceResource()}

@@ -7,8 +7,16 @@ stable metadata keys so the UI plots them over time.
 
 import dagster as dg
 
-from orchestration.resources import LakehouseResource
-from transforms.streams import StageReport, pipeline_status, prepare, run_stage_once, stage_named, stages
+from orchestration.resources import KafkaSourceResource, LakehouseResource
+from transforms.streams import (
+    StageReport,
+    pipeline_status,
+    prepare,
+    run_stage_once,
+    source_stage,
+    stage_named,
+    stages,
+)
 from warehouse.catalog import (
     BRONZE_EVENTS,
     GOLD_CORRECTIONS,
@@ -51,10 +59,14 @@ def spec(table: Table, deps: list[Table] = (), skippable: bool = False) -> dg.As
 
 
 def _materialization(
-    lakehouse: LakehouseResource, table: Table, report: StageReport, figures: dict[str, str]
+    lakehouse: LakehouseResource,
+    table: Table,
+    report: StageReport,
+    figures: dict[str, str],
+    settings: Settings | None = None,
 ) -> dg.MaterializeResult:
     """Stable metadata keys: rows in/written, quarantined, duplicates, late, watermark, batch seconds, version."""
-    settings = lakehouse.settings()
+    settings = settings or lakehouse.settings()
     metadata: dict[str, dg.RawMetadataValue] = {
         key: float(report.figures.get(source, 0)) for key, source in figures.items()
     }
@@ -73,8 +85,8 @@ def _materialization(
     return dg.MaterializeResult(asset_key=asset_key(table), metadata=metadata)
 
 
-def _run(lakehouse: LakehouseResource, stage_name: str) -> StageReport:
-    settings = lakehouse.settings()
+def _run(lakehouse: LakehouseResource, stage_name: str, settings: Settings | None = None) -> StageReport:
+    settings = settings or lakehouse.settings()
     spark = lakehouse.spark()
     prepare(spark, settings)
     return run_stage_once(spark, settings, stage_named(settings, stage_name))
@@ -83,12 +95,27 @@ def _run(lakehouse: LakehouseResource, stage_name: str) -> StageReport:
 BRONZE_STAGE, SILVER_STAGE, GOLD_STAGE = (stage.name for stage in stages(SETTINGS))
 
 
+class BronzeConfig(dg.Config):
+    """Where this run's bronze reads: ``landing`` (the folder) or ``kafka`` (the topic of the ``kafka``
+    resource). Default: ``LAKEHOUSE_SOURCE``."""
+
+    source: str = SETTINGS.source
+
+
 @dg.multi_asset(specs=[spec(BRONZE_EVENTS)], name="land_raw_events", pool="lakehouse_bronze")
-def bronze_events(context: dg.AssetExecutionContext, lakehouse: LakehouseResource) -> dg.MaterializeResult:
-    """Append every new landing-zone line to bronze.events (availableNow)."""
-    report = _run(lakehouse, BRONZE_STAGE)
-    context.log.info(f"bronze: {report.figures}")
-    return _materialization(lakehouse, BRONZE_EVENTS, report, {"rows_in": "rows_in", "rows_written": "rows_written"})
+def bronze_events(
+    context: dg.AssetExecutionContext, config: BronzeConfig, lakehouse: LakehouseResource, kafka: KafkaSourceResource
+) -> dg.MaterializeResult:
+    """Append every new line of the source (landing files or Kafka messages) to bronze.events (availableNow)."""
+    settings = kafka.apply(lakehouse.settings())
+    stage = source_stage(config.source)
+    report = _run(lakehouse, stage.name, settings)
+    context.log.info(f"bronze from {config.source}: {report.figures}")
+    figures = {"rows_in": "rows_in", "rows_written": "rows_written"}
+    if config.source == "kafka":
+        # The lag the last batch left, per partition: the UI plots each key over time.
+        figures |= {key: key for key in report.figures if key.startswith("kafka_lag")}
+    return _materialization(lakehouse, BRONZE_EVENTS, report, figures, settings)
 
 
 @dg.multi_asset(

@@ -8,7 +8,7 @@ import pytest
 from pyspark.sql import functions as F
 
 from orchestration import definitions, reconcile, streams
-from orchestration.resources import lakehouse_resource
+from orchestration.resources import lakehouse_resources
 from tests.lines import HOURS_LATER, SEEDS_EXAMPLE, TOO_LATE, event, land
 from transforms.streams import run_once
 from warehouse.catalog import GOLD_CORRECTIONS, user_spend_table
@@ -26,9 +26,7 @@ def job_defs(settings) -> dg.Definitions:
     return dg.Definitions.merge(
         streams.defs,
         reconcile.defs,
-        dg.Definitions(
-            resources={"lakehouse": lakehouse_resource(str(settings.home))}, executor=dg.in_process_executor
-        ),
+        dg.Definitions(resources=lakehouse_resources(str(settings.home)), executor=dg.in_process_executor),
     )
 
 
@@ -135,4 +133,4 @@ def test_schedules_target_the_reconcile_and_sweep_jobs() -> None:
         nightly = list(sweep.evaluate_tick(context).run_requests or [])
         assert [r.partition_key for r in nightly] == ["2024-01-02"]
     sensors = {s.name for s in defs.sensors}
-    assert sensors == {"landing_sensor", "late_data_sensor", "after_reconcile_sensor"}
+    assert sensors == {"landing_sensor", "late_data_sensor", "after_reconcile_sensor", "kafka_sensor"}

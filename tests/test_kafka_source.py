@@ -209,3 +209,62 @@ def test_continuous_kafka_run_survives_sigkill_and_a_broker_outage(kafka_setting
     }
     gold = DeltaTable(str(home / "tables" / "gold" / "user_spend_5m")).to_pyarrow_table().to_pylist()
     assert {(r["user_id"], r["window_start"]): (r["total_amount"], r["event_count"]) for r in gold} == golden
+
+
+def test_kafka_sensor_runs_the_streams_from_kafka_with_lag_as_metadata(spark, kafka_settings, monkeypatch) -> None:
+    """The daemon's view: the sensor reads the environment and its `kafka` resource, asks the broker, and
+    requests `lakehouse_once` with bronze reading Kafka; the run records the lag per partition."""
+    import dagster as dg
+
+    from orchestration import kafka, quality, streams
+    from orchestration.resources import KafkaSourceResource, lakehouse_resources
+
+    settings = kafka_settings
+    monkeypatch.setenv("LAKEHOUSE_HOME", str(settings.home))
+    monkeypatch.setenv("LAKEHOUSE_KAFKA_BOOTSTRAP_SERVERS", settings.kafka.bootstrap_servers)
+    resources = {"kafka": KafkaSourceResource(topic=settings.kafka.topic)}
+    with dg.instance_for_test() as instance:
+        empty = kafka.kafka_sensor(dg.build_sensor_context(instance=instance, resources=resources))
+        assert isinstance(empty, dg.SkipReason) and "no new messages" in empty.skip_message
+
+        lines = [
+            f'{{"event_id": "k{n}", "user_id": "u{n % 4}", "event_time": "2024-01-01T10:0{n % 10}:00Z", "amount": {n}}}'
+            for n in range(40)
+        ]
+        produce(settings.kafka.bootstrap_servers, settings.kafka.topic, lines)
+        result = kafka.kafka_sensor(dg.build_sensor_context(instance=instance, resources=resources))
+        assert isinstance(result, dg.SensorResult) and len(result.run_requests) == 1
+        request = result.run_requests[0]
+        assert request.run_config == kafka.KAFKA_RUN_CONFIG and request.tags["lakehouse/kafka_lag"] == "40"
+
+        defs = dg.Definitions.merge(
+            streams.defs,
+            quality.defs,
+            kafka.defs,
+            dg.Definitions(
+                resources={**lakehouse_resources(str(settings.home)), **resources}, executor=dg.in_process_executor
+            ),
+        )
+        run = defs.resolve_job_def("lakehouse_once").execute_in_process(
+            run_config=request.run_config, instance=instance
+        )
+        assert run.success
+        bronze = next(
+            e.materialization.metadata
+            for e in run.get_asset_materialization_events()
+            if e.asset_key.to_user_string() == "bronze/events"
+        )
+        assert bronze["rows_written"].value == 40
+        assert {k: v.value for k, v in bronze.items() if k.startswith("kafka_lag")} == {
+            "kafka_lag": 0.0,
+            "kafka_lag_partition_0": 0.0,
+            "kafka_lag_partition_1": 0.0,
+            "kafka_lag_partition_2": 0.0,
+        }
+        gold = read_table(spark, settings, user_spend_table(settings)).collect()
+        assert sum(r.event_count for r in gold) == 40
+
+        again = kafka.kafka_sensor(
+            dg.build_sensor_context(instance=instance, resources=resources, cursor=result.cursor)
+        )
+        assert isinstance(again, dg.SkipReason) and "no new messages" in again.skip_message

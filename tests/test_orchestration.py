@@ -10,7 +10,7 @@ import dagster as dg
 import pytest
 
 from orchestration import definitions, maintenance, quality, reconcile, streams
-from orchestration.resources import lakehouse_resource
+from orchestration.resources import lakehouse_resources
 from transforms.landing import place_in_landing
 from transforms.streams import run_once
 from warehouse.catalog import user_spend_table
@@ -71,9 +71,7 @@ def test_materialize_every_asset_with_real_resources(spark, settings) -> None:
         streams.defs,
         reconcile.defs,
         quality.defs,
-        dg.Definitions(
-            resources={"lakehouse": lakehouse_resource(str(settings.home))}, executor=dg.in_process_executor
-        ),
+        dg.Definitions(resources=lakehouse_resources(str(settings.home)), executor=dg.in_process_executor),
     )
     with dg.DagsterInstance.ephemeral() as instance:
         result = defs.resolve_job_def("lakehouse_once").execute_in_process(instance=instance)
@@ -122,7 +120,7 @@ def test_maintenance_compacts_vacuums_and_streams_go_on(spark, settings, monkeyp
     defs = dg.Definitions.merge(
         maintenance.defs,
         streams.defs,
-        dg.Definitions(resources={"lakehouse": lakehouse_resource(str(settings.home))}),
+        dg.Definitions(resources=lakehouse_resources(str(settings.home))),
     )
     with dg.DagsterInstance.ephemeral() as instance:
         result = defs.resolve_job_def("maintenance").execute_in_process(instance=instance)

@@ -23,7 +23,7 @@ from typer.testing import CliRunner
 from expectations.runner import ValidationRun, run_suites
 from orchestration import definitions, quality, reconcile, streams
 from orchestration.cli import app
-from orchestration.resources import lakehouse_resource
+from orchestration.resources import lakehouse_resources
 from tests.lines import event, land
 from transforms.bronze import LANDING_STAGE
 from transforms.landing import place_in_landing
@@ -82,9 +82,7 @@ def with_resources(settings: Settings) -> dg.Definitions:
         streams.defs,
         reconcile.defs,
         quality.defs,
-        dg.Definitions(
-            resources={"lakehouse": lakehouse_resource(str(settings.home))}, executor=dg.in_process_executor
-        ),
+        dg.Definitions(resources=lakehouse_resources(str(settings.home)), executor=dg.in_process_executor),
     )
 
 

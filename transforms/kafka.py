@@ -79,6 +79,8 @@ def consumed_offsets(checkpoint: Path, batch_id: int | None = None) -> dict[int,
     """partition → next offset to read after micro-batch ``batch_id`` (default: the newest the stream
     finished), from the checkpoint's offset log: Spark writes a batch's end offsets before running it,
     and its commit after. Empty when no batch has finished."""
+    if not (checkpoint / "offsets").is_dir():
+        return {}
     if batch_id is None:
         commits = checkpoint / "commits"
         finished = sorted(int(e.name) for e in commits.iterdir() if e.name.isdigit()) if commits.is_dir() else []

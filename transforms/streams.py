@@ -64,7 +64,8 @@ class StageReport:
         self.seconds += seconds
         self.slowest_batch_seconds = max(self.slowest_batch_seconds, seconds)
         for key, value in batch_figures.items():
-            if key == "watermark":
+            # Levels (where event time or a consumer stands after the batch) keep the last; counts add up.
+            if key == "watermark" or key.startswith("kafka_lag"):
                 self.figures[key] = value
             else:
                 self.figures[key] = self.figures.get(key, 0) + value
