@@ -34,6 +34,7 @@ bench: setup
 	$(BIN)/python -m bench.freshness
 	$(BIN)/python -m bench.reconcile
 	$(BIN)/python -m bench.files
+	$(BIN)/python -m bench.kafka
 	$(BIN)/python -m bench.report
 
 clean-home:

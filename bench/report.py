@@ -118,6 +118,33 @@ def rows() -> list[tuple[str, str, str, str]]:
                 "meets" if files["all_bounded"] else "grows",
             )
         )
+    kafka = _load("kafka")
+    if kafka and "throughput" in kafka:
+        through = kafka["throughput"]
+        beside = (
+            f" (landing folder: {through['landing_lines_per_second']:,} lines/s)"
+            if "landing_lines_per_second" in through
+            else ""
+        )
+        table.append(
+            (
+                f"Kafka → gold: run --once --source kafka on {through['messages']:,} messages",
+                f"{through['messages_per_second']:,} messages/s{beside}",
+                "reported",
+                "measured",
+            )
+        )
+    if kafka and "lag" in kafka:
+        lag = kafka["lag"]
+        table.append(
+            (
+                f"Kafka lag of run --continuous at {lag['rate']:,} messages/s for {lag['seconds'] / 60:g} min",
+                f"p50 {lag['lag_p50_messages']:,.0f} messages (≈ {lag['lag_p50_seconds']} s), max "
+                f"{lag['lag_max_messages']:,} ({'kept up' if lag['kept_up'] else 'fell behind'})",
+                "reported",
+                "kept up" if lag["kept_up"] else "fell behind",
+            )
+        )
     reconcile = _load("reconcile")
     if reconcile:
         for entry in reconcile.get("runs", []):
