@@ -62,7 +62,7 @@ def bronze_batch(spark: SparkSession, batch_id: int, lines: list[str]) -> DataFr
     arrived = datetime(2024, 1, 2, 0, batch_id, tzinfo=UTC)
     source = f"/landing/batch-{batch_id}.jsonl"
     rows = [
-        (raw, "file", source, n, arrived, None, None, None, arrived, batch_id, arrived.date())
+        (raw, "file", source, n, arrived, None, None, None, arrived, batch_id, arrived.date(), None, None)
         for n, raw in enumerate(lines, start=1)
     ]
     return spark.createDataFrame(rows, BRONZE_EVENTS.schema)
