@@ -375,19 +375,37 @@ def replay(
     from_version: Annotated[
         int | None, typer.Option(help="Rebuild from the lines of this bronze version on (default: all of bronze).")
     ] = None,
+    source: Annotated[
+        str,
+        typer.Option(
+            help="bronze: rebuild from bronze as it is; kafka: first re-read the topic from its earliest "
+            "retained offsets into bronze (its rows of the topic replaced in one commit), then rebuild."
+        ),
+    ] = "bronze",
 ) -> None:
     """Rebuild silver, gold and ops tables from bronze with the same streams, then swap them in (Kappa)."""
     from rich.progress import TaskProgressColumn
 
-    from transforms.replay import run_replay
+    from transforms.replay import REPLAY_SOURCES, run_replay
     from warehouse.catalog import BRONZE_EVENTS
     from warehouse.inspect import table_state
     from warehouse.session import spark_session
 
     settings = _settings()
+    if source not in REPLAY_SOURCES:
+        raise typer.BadParameter(f"--source must be one of {', '.join(REPLAY_SOURCES)}, got {source!r}")
     if from_version is not None and from_version < 0:
         raise typer.BadParameter("--from-version must be a bronze version (0 or more)")
-    bronze_rows = table_state(settings, BRONZE_EVENTS).rows
+    if from_version is not None and source == "kafka":
+        raise typer.BadParameter("--from-version is for a replay from bronze; --source kafka re-reads the whole topic")
+    total = table_state(settings, BRONZE_EVENTS).rows
+    if source == "kafka":
+        from transforms.kafka import check_reachable
+        from warehouse.broker import topics
+
+        check_reachable(settings)
+        (topic,) = [t for t in topics(settings) if t.name == settings.kafka.topic]
+        total = topic.messages
     with console.status("starting Spark"):
         spark = spark_session(settings)
     started = time.monotonic()
@@ -399,18 +417,23 @@ def replay(
         TimeElapsedColumn(),
         console=console,
     ) as progress:
-        task = progress.add_task("replaying bronze", total=bronze_rows or None, rate=0.0)
+        first = "re-reading Kafka" if source == "kafka" else "replaying bronze"
+        task = progress.add_task(first, total=total or None, rate=0.0)
+        counted = "bronze_events_kafka" if source == "kafka" else "silver_events"
 
         def advance(report, batch: dict[str, float]) -> None:
-            if report.name == "silver_events":
+            if report.name == counted:
                 progress.advance(task, batch.get("rows_in", 0))
                 done = progress.tasks[0].completed
                 progress.update(task, rate=done / max(time.monotonic() - started, 1e-6))
             else:
                 progress.update(task, description=f"replaying {report.name}")
 
-        result = run_replay(spark, settings, from_version, advance)
+        result = run_replay(spark, settings, from_version, advance, source)
     _print_reports(result.streams, "replay")
+    if result.kafka_offsets:
+        ranges = ", ".join(f"{p}: {a:,}..{b - 1:,}" for p, (a, b) in sorted(result.kafka_offsets.items()))
+        console.print(f"re-read topic {settings.kafka.topic} (partition: offsets) {ranges}", highlight=False)
     swapped = ", ".join(f"{name}={rows:,}" for name, rows in result.rows_swapped.items())
     console.print(f"swapped in one commit each: {swapped}", highlight=False)
     console.print(

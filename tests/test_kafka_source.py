@@ -14,9 +14,10 @@ from pathlib import Path
 import duckdb
 import pytest
 from deltalake import DeltaTable
-from kafka import KafkaProducer
+from kafka import KafkaAdminClient, KafkaProducer, TopicPartition
 
 from tests.test_pipeline import DUCKDB_GOLDEN
+from transforms.replay import run_replay
 from transforms.streams import run_once
 from transforms.synthetic import StreamSpec, generate_lines
 from warehouse.catalog import (
@@ -130,6 +131,83 @@ def test_hostile_messages_are_quarantined_with_reasons(spark, kafka_settings) ->
     assert reasons == Counter({"not_json": 2, "empty_line": 2})
     assert read_table(spark, settings, BRONZE_EVENTS).count() == 5
     assert [r.event_id for r in read_table(spark, settings, SILVER_EVENTS).collect()] == ["ok-1"]
+
+
+def _golden(tmp_path: Path, files: dict[str, list[str]]) -> dict:
+    """DuckDB's windows over the given files' lines (files sort in arrival order by name)."""
+    folder = tmp_path / "golden"
+    folder.mkdir(exist_ok=True)
+    for name, lines in files.items():
+        (folder / name).write_text("".join(line + "\n" for line in lines))
+    return {
+        (user, start.astimezone(UTC)): (total, n)
+        for user, start, total, n in duckdb.execute(DUCKDB_GOLDEN, [str(folder / "*.jsonl")]).fetchall()
+    }
+
+
+def _gold(spark, settings) -> dict:
+    return {
+        (r.user_id, r.window_start.replace(tzinfo=UTC)): (r.total_amount, r.event_count)
+        for r in read_table(spark, settings, user_spend_table(settings)).collect()
+    }
+
+
+def test_replay_from_kafka_rebuilds_bronze_from_the_topic_and_refuses_when_offsets_are_gone(
+    spark, kafka_settings, tmp_path: Path
+) -> None:
+    settings = kafka_settings
+    spec = dict(users=8, rate=2.0, disorder_seconds=20, duplicate_fraction=0.05, late_fraction=0.0,
+                invalid_fraction=0.03)  # fmt: skip
+    landed = list(generate_lines(StreamSpec(events=300, seed=41, **spec)))
+    produced = list(generate_lines(StreamSpec(events=600, seed=42, **spec)))
+    first, second = produced[:400], produced[400:]
+    settings.ensure_home()
+    (settings.landing_dir / "a.jsonl").write_text("".join(line + "\n" for line in landed))
+    run_once(spark, settings, "landing")
+    produce(settings.kafka.bootstrap_servers, settings.kafka.topic, first)
+    run_once(spark, settings, "kafka")
+    bronze_path = str(BRONZE_EVENTS.path(settings))
+
+    def landing_rows() -> list[tuple]:
+        rows = read_table(spark, settings, BRONZE_EVENTS).where("source = 'file'")
+        return sorted(rows.select("source_file", "source_line", "raw").collect())
+
+    before = landing_rows()
+    assert len(before) == len(landed)
+
+    # Bronze loses the rows of one partition (a bad manual delete): the topic still has them.
+    spark.sql(f"DELETE FROM delta.`{bronze_path}` WHERE kafka_partition = 1")
+    lost = len(first) - read_table(spark, settings, BRONZE_EVENTS).where("source = 'kafka'").count()
+    assert lost > 0
+
+    report = run_replay(spark, settings, source="kafka")
+    assert report.rows_swapped[f"bronze.events (topic {settings.kafka.topic})"] == len(first)
+    assert sum(b - a for a, b in report.kafka_offsets.values()) == len(first)
+    assert landing_rows() == before, "landing rows are not touched"
+    kafka_rows = read_table(spark, settings, BRONZE_EVENTS).where("source = 'kafka'")
+    assert kafka_rows.count() == kafka_rows.select("kafka_partition", "kafka_offset").distinct().count() == len(first)
+    assert _gold(spark, settings) == _golden(tmp_path, {"a.jsonl": landed, "b.jsonl": first})
+    assert not (settings.home / "replay" / "SWAP_IN_PROGRESS").exists()
+
+    # The Kafka stream goes on from where the replay stopped reading: new messages only, once each.
+    produce(settings.kafka.bootstrap_servers, settings.kafka.topic, second)
+    reports = {r.name: r.figures for r in run_once(spark, settings, "kafka")}
+    assert reports["bronze_events_kafka"]["rows_written"] == len(second)
+    assert read_table(spark, settings, BRONZE_EVENTS).count() == len(landed) + len(first) + len(second)
+    assert _gold(spark, settings) == _golden(tmp_path, {"a.jsonl": landed, "b.jsonl": first, "c.jsonl": second})
+
+    # Retention (here a delete-records by an independent admin client) drops partition 0's first offsets:
+    # a replay from Kafka would lose them, so it refuses before changing anything.
+    admin = KafkaAdminClient(bootstrap_servers=settings.kafka.bootstrap_servers)
+    try:
+        admin.delete_records({TopicPartition(settings.kafka.topic, 0): 5})
+    finally:
+        admin.close()
+    version = DeltaTable(bronze_path).version()
+    with pytest.raises(RuntimeError, match=r"partition 0: offsets 0\.\.4 are gone \(earliest retained 5\)"):
+        run_replay(spark, settings, source="kafka")
+    assert DeltaTable(bronze_path).version() == version
+    assert not (settings.home / "replay" / "SWAP_IN_PROGRESS").exists()
 
 
 def _bronze_positions(home: Path) -> list[tuple[int, int]]:

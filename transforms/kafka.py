@@ -104,6 +104,30 @@ def partition_lag(settings: Settings, checkpoint: Path, batch_id: int | None = N
     return {p.partition: max(0, p.latest - consumed.get(p.partition, p.earliest)) for p in state.partitions}
 
 
+def retention_gaps(settings: Settings, held: dict[int, tuple[int, int]]) -> list[str]:
+    """What a re-read of the topic from its earliest retained offsets would miss, one phrase per
+    partition: ``held`` is partition → (first, last) offset bronze holds. A partition misses messages when
+    retention (or a delete-records) moved its earliest offset past ``first``, or when its end offset is
+    at or below ``last`` (the topic was recreated). Asks the broker; raises when it cannot be reached."""
+    from warehouse.broker import topics
+
+    topic = settings.kafka.topic
+    (state,) = [t for t in topics(settings, timeout=10) if t.name == topic] or [None]
+    if state is None:
+        return [f"the topic {topic} does not exist"] if held else []
+    retained = {p.partition: (p.earliest, p.latest) for p in state.partitions}
+    gaps = []
+    for partition, (first, last) in sorted(held.items()):
+        earliest, end = retained.get(partition, (0, 0))
+        if earliest > first:
+            gaps.append(
+                f"partition {partition}: offsets {first:,}..{earliest - 1:,} are gone (earliest retained {earliest:,})"
+            )
+        if end <= last:
+            gaps.append(f"partition {partition}: bronze holds offsets up to {last:,} but the topic ends at {end:,}")
+    return gaps
+
+
 def message_key(line: str) -> bytes | None:
     """The key a line is produced with: its ``user_id`` (so one user's events keep their order in one
     partition), or none when the line has no string ``user_id`` (invalid lines are sent too)."""

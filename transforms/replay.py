@@ -10,6 +10,12 @@
 
 A marker file spans the swap; while it exists every stream refuses to start, and a new replay (which
 derives everything from bronze again) completes the job.
+
+With ``source="kafka"`` bronze's rows of the configured topic are rebuilt first (a Kappa rebuild from the
+log): the Kafka stream re-reads the topic from its earliest retained offsets on a fresh checkpoint into a
+staging bronze, which replaces those rows of the live bronze in one commit (landing rows stay as they
+are), and its checkpoint becomes the live Kafka stream's. The replay refuses, before reading anything,
+when the topic no longer retains an offset bronze holds: the rebuild would lose those messages.
 """
 
 import json
@@ -18,11 +24,13 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
+from pathlib import Path
 
 from delta.tables import DeltaTable
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from transforms.kafka import KAFKA_STAGE, retention_gaps
 from transforms.reconcile import KEY
 from transforms.streams import (
     RECONCILE_STAGE,
@@ -30,6 +38,7 @@ from transforms.streams import (
     prepare,
     reconcile_stage,
     run_stage_once,
+    source_stage,
     stages,
     starting_version_file,
     swap_marker,
@@ -39,6 +48,7 @@ from warehouse.catalog import (
     BRONZE_EVENTS,
     GOLD_CORRECTIONS,
     MONEY,
+    OPS_STREAM_PROGRESS,
     OPS_WATERMARKS,
     SILVER_DUPLICATES,
     SILVER_EVENTS,
@@ -47,7 +57,7 @@ from warehouse.catalog import (
     Table,
     user_spend_table,
 )
-from warehouse.delta import append_once, read_table, transaction_id
+from warehouse.delta import append_once, ensure_tables, read_table, transaction_id, transaction_version
 from warehouse.locks import GOLD_LOCK, hold_all
 from warehouse.settings import Settings
 
@@ -61,6 +71,12 @@ class ReplayReport:
     rows_swapped: dict[str, int] = field(default_factory=dict)
     gold_keys_changed: int = 0
     seconds: float = 0.0
+    #: With ``source="kafka"``: per partition, the offsets the rebuild re-read (first, next after last).
+    kafka_offsets: dict[int, tuple[int, int]] = field(default_factory=dict)
+
+
+#: Where a replay rebuilds from: bronze as it is, or the Kafka topic (then bronze's Kafka rows first).
+REPLAY_SOURCES = ("bronze", "kafka")
 
 
 def run_replay(
@@ -68,17 +84,26 @@ def run_replay(
     settings: Settings,
     from_version: int | None = None,
     listener: Callable[[StageReport, dict[str, float]], None] | None = None,
+    source: str = "bronze",
 ) -> ReplayReport:
-    """Rebuild every table downstream of bronze (from bronze version ``from_version`` on, else all of it)."""
+    """Rebuild every table downstream of bronze (from bronze version ``from_version`` on, else all of it);
+    with ``source="kafka"``, rebuild bronze's rows of the topic from the topic first."""
+    if source not in REPLAY_SOURCES:
+        raise ValueError(f"the replay source must be one of {', '.join(REPLAY_SOURCES)}, got {source!r}")
+    if source == "kafka" and from_version is not None:
+        raise ValueError("a replay from Kafka re-reads the whole topic; --from-version is for a replay from bronze")
     started = time.monotonic()
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%f")
     report = ReplayReport(stamp)
     live_stages = [*stages(settings), reconcile_stage(settings)]
     prepare(spark, settings, allow_interrupted_swap=True)
-    names = [stage.name for stage in live_stages] + [GOLD_LOCK]
+    names = [live_stages[0].name, KAFKA_STAGE, *(stage.name for stage in live_stages[1:]), GOLD_LOCK]
     with hold_all(settings, names, purpose="a replay"):
+        _finish_kafka_swap(spark, settings)
         staging = replace(settings, home=settings.home / "replay" / stamp)
         staging.ensure_home()
+        if source == "kafka":
+            _rebuild_kafka_bronze(spark, settings, staging, report, listener)
         # The staging streams read the live bronze: same Delta table (same id), so the staging silver
         # checkpoint stays valid once it replaces the live one.
         bronze_link = BRONZE_EVENTS.path(staging)
@@ -98,6 +123,90 @@ def run_replay(
         shutil.rmtree(staging.home, ignore_errors=True)
     report.seconds = time.monotonic() - started
     return report
+
+
+def _rebuild_kafka_bronze(
+    spark: SparkSession,
+    settings: Settings,
+    staging: Settings,
+    report: ReplayReport,
+    listener: Callable[[StageReport, dict[str, float]], None] | None,
+) -> None:
+    """Re-read the topic from its earliest retained offsets into a staging bronze, then put it in place of
+    the live bronze's rows of the topic (one commit) and its checkpoint in place of the live one."""
+    topic = settings.kafka.topic
+    held = (
+        read_table(spark, settings, BRONZE_EVENTS)
+        .where((F.col("source") == "kafka") & (F.col("kafka_topic") == topic))
+        .groupBy("kafka_partition")
+        .agg(F.min("kafka_offset").alias("first"), F.max("kafka_offset").alias("last"))
+        .collect()
+    )
+    gaps = retention_gaps(settings, {r.kafka_partition: (r.first, r.last) for r in held})
+    if gaps:
+        raise RuntimeError(
+            f"Kafka topic {topic} no longer holds messages bronze was built from ({'; '.join(gaps)}); "
+            "a replay from Kafka would lose them, `lakehouse replay` rebuilds from bronze, which keeps them"
+        )
+    rebuilt = replace(
+        settings,
+        home=staging.home / "kafka",
+        kafka=replace(settings.kafka, starting_offsets="earliest"),
+    )
+    rebuilt.ensure_home()
+    ensure_tables(spark, rebuilt, [BRONZE_EVENTS, OPS_STREAM_PROGRESS])
+    report.streams.append(run_stage_once(spark, rebuilt, source_stage("kafka"), listener))
+    report.kafka_offsets = {
+        r.kafka_partition: (r.first, r.last + 1)
+        for r in read_table(spark, rebuilt, BRONZE_EVENTS)
+        .groupBy("kafka_partition")
+        .agg(F.min("kafka_offset").alias("first"), F.max("kafka_offset").alias("last"))
+        .collect()
+    }
+    swap_marker(settings).write_text(
+        json.dumps(
+            {
+                "stamp": report.stamp,
+                "kafka_bronze": str(BRONZE_EVENTS.path(rebuilt)),
+                "kafka_checkpoint": str(rebuilt.checkpoints_dir / KAFKA_STAGE),
+                "kafka_topic": topic,
+            }
+        )
+    )
+    _finish_kafka_swap(spark, settings)
+    rows = int(report.streams[-1].figures.get("rows_written", 0))
+    report.rows_swapped[f"{BRONZE_EVENTS.name} (topic {topic})"] = rows
+
+
+def _finish_kafka_swap(spark: SparkSession, settings: Settings) -> None:
+    """Carry out (or finish, after a crash) the Kafka half of a replay the swap marker names: the staging
+    bronze replaces the live rows of its topic in one commit (a transaction id makes a second attempt a
+    no-op), then the staging checkpoint replaces the live Kafka stream's (renames, each atomic)."""
+    marker = swap_marker(settings)
+    if not marker.exists():
+        return
+    plan = json.loads(marker.read_text())
+    if "kafka_checkpoint" not in plan:
+        return
+    staged_checkpoint = Path(plan["kafka_checkpoint"])
+    if not staged_checkpoint.exists():
+        return  # moved in already
+    app_id = f"lakehouse:replay:{plan['stamp']}:kafka"
+    if transaction_version(settings, BRONZE_EVENTS, app_id) is None:
+        content = spark.read.format("delta").load(plan["kafka_bronze"]).select(*BRONZE_EVENTS.column_names)
+        with transaction_id(spark, app_id, 0):
+            (
+                content.write.format("delta")
+                .mode("overwrite")
+                .option("replaceWhere", f"source = 'kafka' AND kafka_topic = '{plan['kafka_topic']}'")
+                .save(str(BRONZE_EVENTS.path(settings)))
+            )
+    live = settings.checkpoints_dir / KAFKA_STAGE
+    if live.exists():
+        retired = settings.home / "replay" / plan["stamp"] / "retired-checkpoints"
+        retired.mkdir(parents=True, exist_ok=True)
+        shutil.move(str(live), str(retired / KAFKA_STAGE))
+    shutil.move(str(staged_checkpoint), str(live))
 
 
 def _overwrite(
