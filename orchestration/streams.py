@@ -10,6 +10,7 @@ import dagster as dg
 from orchestration.resources import KafkaSourceResource, LakehouseResource
 from transforms.streams import (
     StageReport,
+    advance_idle_watermark,
     pipeline_status,
     prepare,
     run_stage_once,
@@ -161,11 +162,27 @@ def gold_windows(context: dg.AssetExecutionContext, lakehouse: LakehouseResource
     """Fold new silver events into per-user event-time windows; set late ones aside (availableNow)."""
     report = _run(lakehouse, GOLD_STAGE)
     context.log.info(f"gold: {report.figures}")
+    idle = advance_idle_watermark(lakehouse.spark(), lakehouse.settings())
+    if idle:
+        context.log.info(f"idle watermark advance: {idle.figures}")
+        report.figures.update(
+            watermark=idle.figures["watermark"],
+            watermark_lag_seconds=idle.figures["watermark_lag_seconds"],
+            idle_windows_closed=idle.figures["windows_closed"],
+        )
     yield _materialization(
         lakehouse,
         GOLD,
         report,
-        {"rows_in": "rows_in", "rows_written": "rows_written", "late": "late", "watermark": "watermark"},
+        {
+            "rows_in": "rows_in",
+            "rows_written": "rows_written",
+            "late": "late",
+            "watermark": "watermark",
+            "watermark_delay_seconds": "watermark_delay_seconds",
+            "watermark_lag_seconds": "watermark_lag_seconds",
+            "idle_windows_closed": "idle_windows_closed",
+        },
     )
     yield _materialization(lakehouse, SILVER_LATE_EVENTS, report, {"rows_written": "late", "watermark": "watermark"})
     yield _materialization(lakehouse, GOLD_CORRECTIONS, report, {"rows_written": "windows_revised"})

@@ -11,8 +11,9 @@ import signal
 import threading
 import time
 from collections.abc import Callable, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
-from datetime import date
+from datetime import UTC, date, datetime
 from pathlib import Path
 
 from pyspark.errors import StreamingQueryException
@@ -31,7 +32,7 @@ from transforms.progress import (
 )
 from transforms.reconcile import fold_late_events, repair_dates
 from transforms.silver import refine_events
-from transforms.windows import update_windows
+from transforms.windows import advance_idle, update_windows
 from warehouse.catalog import BRONZE_EVENTS, SILVER_EVENTS, SILVER_LATE_EVENTS, all_tables, user_spend_table
 from warehouse.delta import batch_scope, ensure_tables
 from warehouse.locks import GOLD_LOCK, hold, hold_all
@@ -65,7 +66,7 @@ class StageReport:
         self.slowest_batch_seconds = max(self.slowest_batch_seconds, seconds)
         for key, value in batch_figures.items():
             # Levels (where event time or a consumer stands after the batch) keep the last; counts add up.
-            if key == "watermark" or key.startswith("kafka_lag"):
+            if key.startswith(("watermark", "kafka_lag")):
                 self.figures[key] = value
             else:
                 self.figures[key] = self.figures.get(key, 0) + value
@@ -319,7 +320,42 @@ def run_once(spark: SparkSession, settings: Settings, source: str = "landing") -
     pipeline = stages(settings, source)
     reports = [run_stage_once(spark, settings, stage, record_progress=False) for stage in pipeline]
     flush_progress(spark, settings, pipeline)
-    return reports
+    idle = advance_idle_watermark(spark, settings)
+    return [*reports, idle] if idle else reports
+
+
+#: The report name of an idle watermark advance (it is not a stream of its own).
+IDLE_ADVANCE = "watermark_idle"
+
+
+def advance_idle_watermark(
+    spark: SparkSession, settings: Settings, now: datetime | None = None, stage_locked: bool = False
+) -> StageReport | None:
+    """Idle-advancing watermark (``LAKEHOUSE_WATERMARK_IDLE_SECONDS`` > 0): when the window stream has had
+    no events for the idle time, move its watermark on with processing time and finalize the windows it
+    closes. None when the policy is off, the stream has unread input or a batch left uncommitted (its
+    re-run must see the watermark it first saw), or nothing moved. Checks files before any Spark job:
+    the stream's last commit (its newest batch) must be older than the idle time."""
+    if settings.watermarks.idle_seconds <= 0:
+        return None
+    gold = stages(settings)[2]
+    checkpoint = checkpoint_dir(settings, gold)
+    batches = committed_batches(checkpoint)
+    now = now or datetime.now(UTC)
+    if not batches or uncommitted_batch(checkpoint) is not None or has_new_input(settings, gold):
+        return None
+    last_batch_at = (checkpoint / "commits" / str(batches[-1])).stat().st_mtime
+    if now.timestamp() - last_batch_at < settings.watermarks.idle_seconds:
+        return None
+    report = StageReport(IDLE_ADVANCE)
+    gold_lock = hold(settings, GOLD_LOCK, wait_seconds=GOLD_LOCK_WAIT_SECONDS, purpose="an idle watermark advance")
+    with nullcontext() if stage_locked else stage_lock(settings, gold), gold_lock:
+        started = time.monotonic()
+        figures = advance_idle(spark, settings, gold.name, _writer_id(checkpoint, gold), batches[-1], now)
+    if figures is None:
+        return None
+    report.add(figures, time.monotonic() - started)
+    return report
 
 
 def run_reconcile(spark: SparkSession, settings: Settings, dates: Sequence[date] = ()) -> list[StageReport]:
@@ -365,6 +401,7 @@ def run_continuous(
             previous[signum] = signal.signal(signum, lambda *_: stop.set())
     pipeline = stages(settings, source)
     reports = [StageReport(stage.name) for stage in pipeline]
+    idle_report = StageReport(IDLE_ADVANCE)
     recorder = recorder_for(spark, settings)
     notices = _Notices(on_notice)
     try:
@@ -385,8 +422,12 @@ def run_continuous(
                             if stage.source != "kafka" or _has_new_input(settings, stage, notices, quiet=True):
                                 raise
                             notices.broker(settings, error)
+                if not worked and not stop.is_set():
+                    idle = advance_idle_watermark(spark, settings, stage_locked=True)
+                    if idle:
+                        idle_report.add(idle.figures, idle.seconds)
                 if on_progress:
-                    on_progress(reports)
+                    on_progress(_with_idle(reports, idle_report))
                 recorder.flush_if_due(spark)
                 if not worked:
                     stop.wait(max(0.0, settings.trigger_interval_seconds - (time.monotonic() - started)))
@@ -394,7 +435,11 @@ def run_continuous(
         recorder.flush(spark)
         for signum, handler in previous.items():
             signal.signal(signum, handler)
-    return reports
+    return _with_idle(reports, idle_report)
+
+
+def _with_idle(reports: list[StageReport], idle: StageReport) -> list[StageReport]:
+    return [*reports, idle] if idle.batches else reports
 
 
 class _Notices:

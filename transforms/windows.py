@@ -6,7 +6,7 @@ One micro-batch of new silver events goes through the seeds' steps:
 log every change of an existing row in ``gold.corrections``).
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 
 from delta.tables import DeltaTable
@@ -27,10 +27,15 @@ from warehouse.settings import Settings
 
 @dataclass(frozen=True)
 class Watermark:
-    """Event-time progress of a windowing stream: the largest event time seen and max - delay."""
+    """Event-time progress of a windowing stream: the largest event time seen and the watermark.
+
+    ``observed`` keeps, for the adaptive policy, (batch max event time, observed lag seconds) of the
+    recent batches within the horizon, oldest first.
+    """
 
     max_event_time: datetime | None = None
     watermark: datetime | None = None
+    observed: tuple[tuple[datetime, float], ...] = ()
 
     def advance(self, batch_max: datetime | None, delay: timedelta) -> "Watermark":
         """Watermarks never move back: a batch of old events leaves it where it was."""
@@ -39,7 +44,24 @@ class Watermark:
         new_max = batch_max if self.max_event_time is None else max(self.max_event_time, batch_max)
         candidate = new_max - delay
         new_mark = candidate if self.watermark is None else max(self.watermark, candidate)
-        return Watermark(new_max, new_mark)
+        return Watermark(new_max, new_mark, self.observed)
+
+    def observe(self, batch_max: datetime, lag_seconds: float, horizon: timedelta) -> "Watermark":
+        """Add a batch's observed lag; forget batches more than ``horizon`` of event time behind."""
+        newest = max([batch_max, *(at for at, _ in self.observed)])
+        kept = tuple((at, lag) for at, lag in (*self.observed, (batch_max, lag_seconds)) if at >= newest - horizon)
+        return replace(self, observed=kept)
+
+
+def watermark_delay(settings: Settings, mark: Watermark) -> timedelta:
+    """The delay behind the max event time: fixed, or (adaptive) the largest per-batch percentile of
+    observed lag within the horizon, clamped to the policy's bounds. The largest per-batch figure bounds
+    the horizon's percentile from above, so the adaptive watermark errs towards waiting."""
+    policy = settings.watermarks
+    if policy.policy != "adaptive" or not mark.observed:
+        return settings.watermark_delay
+    lag = max(lag for _, lag in mark.observed)
+    return timedelta(seconds=min(max(lag, policy.min_delay_seconds), policy.max_delay_seconds))
 
 
 #: (writer, batch id) → the watermark that batch recorded; lets the next batch of a running stream skip
@@ -47,10 +69,15 @@ class Watermark:
 _RECORDED: dict[str, tuple[int, Watermark]] = {}
 
 
+def _is_event_row() -> F.Column:
+    return F.col("advanced_by").isNull() | (F.col("advanced_by") == "events")
+
+
 def watermark_before(
     spark: SparkSession, settings: Settings, query_name: str, batch_id: int, writer_id: str | None = None
 ) -> Watermark:
-    """The watermark recorded by the last batch before ``batch_id`` (a re-run batch sees the same value).
+    """The watermark recorded by the last batch (or idle advance after it) before ``batch_id``; a re-run
+    batch sees the same value (an idle advance never runs while a batch is left uncommitted).
 
     A new writer (the query's checkpoint was reset, e.g. by a replay) has no batches of its own yet and
     inherits the furthest watermark its predecessors recorded: event time never goes back.
@@ -59,16 +86,27 @@ def watermark_before(
         return _RECORDED[writer_id][1]
     marks = read_table(spark, settings, OPS_WATERMARKS).where(F.col("query_name") == query_name)
     own = F.col("writer_id").eqNullSafe(F.lit(writer_id)) if writer_id else F.lit(True)
-    row = marks.where(own & (F.col("batch_id") < batch_id)).orderBy(F.col("batch_id").desc()).first()
+    earlier = marks.where(own & (F.col("batch_id") < batch_id))
+    row = earlier.orderBy(F.col("batch_id").desc(), F.col("watermark").desc()).first()
     if row is None and writer_id:
-        row = (
-            marks.where(~own)
-            .agg(F.max("max_event_time").alias("max_event_time"), F.max("watermark").alias("watermark"))
-            .first()
-        )
+        earlier = marks.where(~own)
+        row = earlier.agg(
+            F.max("max_event_time").alias("max_event_time"), F.max("watermark").alias("watermark")
+        ).first()
     if row is None:
         return Watermark()
-    return Watermark(_utc(row["max_event_time"]), _utc(row["watermark"]))
+    mark = Watermark(_utc(row["max_event_time"]), _utc(row["watermark"]))
+    if settings.watermarks.policy == "adaptive" and mark.max_event_time is not None:
+        horizon = mark.max_event_time - timedelta(seconds=settings.watermarks.horizon_seconds)
+        seen = (
+            earlier.where(_is_event_row() & F.col("observed_lag_seconds").isNotNull())
+            .where(F.col("max_event_time") >= F.lit(horizon))
+            .orderBy("batch_id")
+            .select("max_event_time", "observed_lag_seconds")
+            .collect()
+        )
+        mark = replace(mark, observed=tuple((_utc(r[0]), float(r[1])) for r in seen))
+    return mark
 
 
 def latest_watermark(spark: SparkSession, settings: Settings, query_name: str) -> datetime | None:
@@ -157,10 +195,15 @@ def update_windows(
     windowed.persist()
     try:
         on_time, late = split_late(windowed, settings, before)
-        rows_in, batch_max, n_late = windowed.agg(
-            F.count("*"), F.max("event_time"), F.count_if(is_late(settings, before))
+        rows_in, batch_max, n_late, lag = windowed.agg(
+            F.count("*"), F.max("event_time"), F.count_if(is_late(settings, before)), _observed_lag(settings, before)
         ).first()
-        after = before.advance(_utc(batch_max), settings.watermark_delay)
+        observed = before
+        if lag is not None:
+            horizon = timedelta(seconds=settings.watermarks.horizon_seconds)
+            observed = before.observe(_utc(batch_max), float(lag), horizon)
+        delay = watermark_delay(settings, observed)
+        after = observed.advance(_utc(batch_max), delay)
         now = datetime.now(UTC)
 
         late_rows = late.select(
@@ -177,9 +220,7 @@ def update_windows(
             "ingest_time",
             F.lit(batch_id).cast("long").alias("gold_batch"),
         )
-        mark_row = spark.createDataFrame(
-            [(query_name, writer_id, batch_id, after.max_event_time, after.watermark, now)], OPS_WATERMARKS.schema
-        )
+        mark_row = _mark_row(spark, query_name, writer_id, batch_id, after, now, "events", delay, lag, rows_in)
         with materialized(_window_changes(spark, settings, gold, on_time, before, after, now, batch_id)) as changes:
             n_changed, n_revised = changes.agg(F.count("*"), F.count(F.col("old_revision"))).first()
             writes = [(mark_row, OPS_WATERMARKS)]
@@ -208,7 +249,117 @@ def update_windows(
         "late": n_late,
         "windows_revised": n_revised,
         "watermark": after.watermark.timestamp() if after.watermark else 0.0,
+        "watermark_delay_seconds": delay.total_seconds(),
+        "watermark_lag_seconds": (now - after.watermark).total_seconds() if after.watermark else 0.0,
     }
+
+
+def _observed_lag(settings: Settings, before: Watermark) -> F.Column:
+    """The batch's percentile of event-time lag: how far (seconds) each event trails the max event time
+    seen before the batch (0 when ahead of it). None under the fixed policy or before any batch."""
+    if settings.watermarks.policy != "adaptive" or before.max_event_time is None:
+        return F.lit(None).cast("double")
+    behind = (F.unix_micros(F.lit(before.max_event_time).cast("timestamp")) - F.unix_micros("event_time")) / 1e6
+    return F.percentile_approx(F.greatest(behind, F.lit(0.0)), settings.watermarks.percentile, 10_000).cast("double")
+
+
+def _mark_row(
+    spark: SparkSession,
+    query_name: str,
+    writer_id: str,
+    batch_id: int,
+    mark: Watermark,
+    now: datetime,
+    advanced_by: str,
+    delay: timedelta | None,
+    lag: float | None,
+    events: int,
+) -> DataFrame:
+    """The ops.watermarks row of one batch or idle advance."""
+    behind = (now - mark.watermark).total_seconds() if mark.watermark else None
+    row = (
+        query_name,
+        writer_id,
+        batch_id,
+        mark.max_event_time,
+        mark.watermark,
+        now,
+        advanced_by,
+        delay.total_seconds() if delay is not None else None,
+        lag,
+        behind,
+        events,
+    )
+    return spark.createDataFrame([row], OPS_WATERMARKS.schema)
+
+
+def idle_watermark(settings: Settings, left_by_events: datetime, input_at: datetime, now: datetime) -> datetime:
+    """Where the idle policy puts the watermark at processing time ``now``: where the last batch of events
+    (processed at ``input_at``) left it, plus the processing time since then beyond the idle time, at
+    most the policy's maximum advance."""
+    policy = settings.watermarks
+    idle_for = (now - input_at).total_seconds() - policy.idle_seconds
+    return left_by_events + timedelta(seconds=min(max(idle_for, 0.0), policy.idle_max_advance_seconds))
+
+
+def advance_idle(
+    spark: SparkSession, settings: Settings, query_name: str, writer_id: str, batch_id: int, now: datetime
+) -> dict[str, float] | None:
+    """Idle-advancing watermark: when no events have reached the stream for the idle time, move its
+    watermark on with processing time to finalize the windows that closes (``window_closed``
+    corrections, revision + 1), as a batch of no events would. The watermark is recorded (and moves
+    for the next batch) only when it closes a window; None when it closes none.
+
+    Recorded as an ``idle`` row of ops.watermarks after batch ``batch_id`` (the writer's last committed
+    batch), so the next batch starts from it. Exactly once per watermark: the row, the corrections and
+    the gold MERGE carry the transaction id ``(<writer>:idle, watermark in µs)``; after a crash in
+    between, the next call finishes the recorded watermark's windows before it moves further.
+    """
+    if settings.watermarks.idle_seconds <= 0:
+        return None
+    marks = read_table(spark, settings, OPS_WATERMARKS).where(F.col("query_name") == query_name)
+    last = marks.where(_is_event_row()).orderBy(F.col("recorded_at").desc()).first()
+    if last is None or last["watermark"] is None:
+        return None
+    current = _utc(marks.agg(F.max("watermark")).first()[0])
+    left = Watermark(_utc(last["max_event_time"]), _utc(last["watermark"]))
+    prior = watermark_before(spark, settings, query_name, batch_id + 1, writer_id)
+    gold = user_spend_table(settings)
+    app_id = f"{writer_id}:idle"
+    # A recorded idle watermark whose windows are still open (a crash before its MERGE) is finished first.
+    candidates = [current] if current > left.watermark else []
+    candidates.append(max(current, idle_watermark(settings, left.watermark, _utc(last["recorded_at"]), now)))
+    empty = spark.createDataFrame(
+        [], "user_id string, window_start timestamp, window_end timestamp, event_time timestamp, amount decimal(18,2)"
+    )
+    for target in candidates:
+        after = replace(prior, watermark=target)
+        version = int(target.timestamp() * 1_000_000)
+        with materialized(_window_changes(spark, settings, gold, empty, left, after, now, None)) as changes:
+            closed = changes.count()
+            if not closed or already_written(settings, gold, app_id, version):
+                continue
+            writes = [(_corrections(changes, gold), GOLD_CORRECTIONS)]
+            if target > current:
+                row = _mark_row(spark, query_name, writer_id, batch_id, after, now, "idle", None, None, 0)
+                writes.append((row, OPS_WATERMARKS))
+            append_all_once(writes, settings, app_id, version)
+            merge_once(
+                spark,
+                app_id,
+                version,
+                lambda changes=changes: _merge_into_gold(spark, settings, gold, changes, open_since(settings, left)),
+                {"writer": app_id, "batch": version, "advanced_by": "idle"},
+                target=gold.path(settings),
+            )
+        _RECORDED[writer_id] = (batch_id, after)
+        return {
+            "watermark": target.timestamp(),
+            "advanced_seconds": (target - left.watermark).total_seconds(),
+            "windows_closed": float(closed),
+            "watermark_lag_seconds": (now - target).total_seconds(),
+        }
+    return None
 
 
 def _window_changes(

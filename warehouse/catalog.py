@@ -216,7 +216,10 @@ GOLD_CORRECTIONS = Table(
 OPS_WATERMARKS = Table(
     layer="ops",
     short_name="watermarks",
-    description="The event-time watermark of each windowing stream after each micro-batch.",
+    description=(
+        "The event-time watermark of each windowing stream after each micro-batch or idle advance, with the "
+        "delay its policy chose and how far it trails processing time."
+    ),
     columns=(
         Column("query_name", StringType(), "streaming query", nullable=False),
         Column("writer_id", StringType(), "the query's writer (checkpoint) id; a reset checkpoint is a new writer"),
@@ -224,6 +227,16 @@ OPS_WATERMARKS = Table(
         Column("max_event_time", TimestampType(), "largest event time seen so far"),
         Column("watermark", TimestampType(), "max_event_time minus the watermark delay (monotonic)"),
         Column("recorded_at", TimestampType(), "processing time", nullable=False),
+        Column("advanced_by", StringType(), "events (a batch of events) or idle (processing time, no input)"),
+        Column("delay_seconds", DoubleType(), "the delay behind max_event_time the policy used (fixed or adaptive)"),
+        Column(
+            "observed_lag_seconds",
+            DoubleType(),
+            "the batch's percentile of event-time lag: how far behind the max event time seen before the "
+            "batch its events arrived (adaptive policy)",
+        ),
+        Column("watermark_lag_seconds", DoubleType(), "recorded_at minus watermark: event time behind processing time"),
+        Column("events", LongType(), "events the batch brought (0 for an idle advance)"),
     ),
 )
 

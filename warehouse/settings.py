@@ -65,6 +65,53 @@ class QualitySettings:
         return quality
 
 
+@dataclass(frozen=True)
+class WatermarkSettings:
+    """How the windowing stream's watermark moves (``LAKEHOUSE_WATERMARK_*``); the fixed delay itself is
+    ``Settings.watermark_delay_seconds``.
+
+    - ``policy="fixed"``: watermark = max event time seen - the fixed delay.
+    - ``policy="adaptive"``: the delay is the ``percentile`` of observed event-time lag (how far behind
+      the max event time seen before its batch an event arrives) over the batches whose max event time
+      lies within ``horizon_seconds`` of the newest, clamped to ``[min_delay_seconds,
+      max_delay_seconds]``; the fixed delay applies until a batch has been observed.
+    - ``idle_seconds`` > 0 (opt-in, with either policy): once no event has reached the stream for that
+      long in processing time, the watermark moves on with processing time (one second per second past
+      the idle time), at most ``idle_max_advance_seconds`` beyond where events left it, so the last
+      windows still close.
+
+    The watermark never moves back, whatever the policy.
+    """
+
+    policy: str = "fixed"
+    percentile: float = 0.99
+    horizon_seconds: int = 3600
+    min_delay_seconds: int = 10
+    max_delay_seconds: int = 900
+    idle_seconds: int = 0
+    idle_max_advance_seconds: int = 3600
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> "WatermarkSettings":
+        marks = cls(
+            policy=_choice(env, "LAKEHOUSE_WATERMARK_POLICY", cls.policy, ("fixed", "adaptive")),
+            percentile=_rate(env, "LAKEHOUSE_WATERMARK_PERCENTILE", cls.percentile),
+            horizon_seconds=_positive_int(env, "LAKEHOUSE_WATERMARK_HORIZON_SECONDS", cls.horizon_seconds),
+            min_delay_seconds=_non_negative_int(env, "LAKEHOUSE_WATERMARK_MIN_DELAY_SECONDS", cls.min_delay_seconds),
+            max_delay_seconds=_non_negative_int(env, "LAKEHOUSE_WATERMARK_MAX_DELAY_SECONDS", cls.max_delay_seconds),
+            idle_seconds=_non_negative_int(env, "LAKEHOUSE_WATERMARK_IDLE_SECONDS", cls.idle_seconds),
+            idle_max_advance_seconds=_non_negative_int(
+                env, "LAKEHOUSE_WATERMARK_IDLE_MAX_ADVANCE_SECONDS", cls.idle_max_advance_seconds
+            ),
+        )
+        if marks.min_delay_seconds > marks.max_delay_seconds:
+            raise SettingsError(
+                f"LAKEHOUSE_WATERMARK_MIN_DELAY_SECONDS ({marks.min_delay_seconds}) must not exceed "
+                f"LAKEHOUSE_WATERMARK_MAX_DELAY_SECONDS ({marks.max_delay_seconds})"
+            )
+        return marks
+
+
 #: ``LAKEHOUSE_KAFKA_OPTION_<NAME>`` passes ``kafka.<name>`` (lower case, ``_`` → ``.``) to every Kafka client.
 KAFKA_OPTION_PREFIX = "LAKEHOUSE_KAFKA_OPTION_"
 
@@ -171,6 +218,7 @@ class Settings:
     #: Where ``run`` reads bronze's lines by default: ``landing`` or ``kafka``.
     source: str = "landing"
     kafka: KafkaSettings = field(default_factory=KafkaSettings)
+    watermarks: WatermarkSettings = field(default_factory=WatermarkSettings)
 
     @property
     def window(self) -> timedelta:
@@ -239,6 +287,7 @@ class Settings:
             quality=QualitySettings.from_env(env),
             source=_choice(env, "LAKEHOUSE_SOURCE", cls.source, ("landing", "kafka")),
             kafka=KafkaSettings.from_env(env),
+            watermarks=WatermarkSettings.from_env(env),
         )
         if (24 * 60) % settings.window_minutes:
             raise SettingsError(
