@@ -511,17 +511,21 @@ def tables(
         sys.stdout.write(json.dumps([s.as_json() for s in states], indent=2) + "\n")
         return
     home = _settings().home
-    table = RichTable("name", "layer", "version", "rows", title="catalog", caption=f"paths under {home}")
-    # Paths relative to the home, folded rather than cut, so an 80-column terminal shows them whole.
-    table.add_column("path", overflow="fold")
-    for state in states:
-        path = Path(state.path)
+    paths = [Path(s.path) for s in states]
+    shown = [str(p.relative_to(home)) if p.is_relative_to(home) else str(p) for p in paths]
+    table = RichTable(title="catalog", caption=f"paths under {home}")
+    # Paths relative to the home and never broken, so an 80-column terminal shows each whole (names fold).
+    table.add_column("name", overflow="fold")
+    for column in ("layer", "version", "rows"):
+        table.add_column(column)
+    table.add_column("path", no_wrap=True, min_width=max(map(len, shown)))
+    for state, path in zip(states, shown, strict=True):
         table.add_row(
             state.table.name,
             state.table.layer,
             "-" if state.version is None else str(state.version),
             "-" if state.rows is None else str(state.rows),
-            str(path.relative_to(home)) if path.is_relative_to(home) else str(path),
+            path,
         )
     console.print(table)
 

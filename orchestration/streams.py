@@ -26,6 +26,7 @@ from warehouse.catalog import (
     SILVER_LATE_EVENTS,
     SILVER_QUARANTINE,
     Table,
+    hopping_spend_table,
     user_spend_table,
 )
 from warehouse.inspect import table_state
@@ -33,6 +34,7 @@ from warehouse.settings import Settings
 
 SETTINGS = Settings.from_env()
 GOLD = user_spend_table(SETTINGS)
+HOPPING = hopping_spend_table(SETTINGS)
 
 
 def asset_key(table: Table) -> dg.AssetKey:
@@ -152,6 +154,7 @@ def silver_events(context: dg.AssetExecutionContext, lakehouse: LakehouseResourc
 @dg.multi_asset(
     specs=[
         spec(GOLD, [SILVER_EVENTS]),
+        spec(HOPPING, [GOLD]),
         spec(SILVER_LATE_EVENTS, [SILVER_EVENTS]),
         spec(GOLD_CORRECTIONS, [SILVER_EVENTS]),
     ],
@@ -183,6 +186,12 @@ def gold_windows(context: dg.AssetExecutionContext, lakehouse: LakehouseResource
             "watermark_lag_seconds": "watermark_lag_seconds",
             "idle_windows_closed": "idle_windows_closed",
         },
+    )
+    yield _materialization(
+        lakehouse,
+        HOPPING,
+        report,
+        {"rows_written": "hopping_windows_changed", "watermark": "watermark"},
     )
     yield _materialization(lakehouse, SILVER_LATE_EVENTS, report, {"rows_written": "late", "watermark": "watermark"})
     yield _materialization(lakehouse, GOLD_CORRECTIONS, report, {"rows_written": "windows_revised"})

@@ -9,6 +9,7 @@ import sys
 import threading
 import time
 from collections import defaultdict
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -231,14 +232,23 @@ def test_sigkill_of_reconcile_and_of_stream_mid_run_then_restart_ends_exact(tmp_
     duplicates = _delta_rows(home, "silver", "duplicates")
     assert len(silver) + len(quarantine) + len(duplicates) == len(bronze)
     gold = _delta_rows(home, "gold", "user_spend_5m")
-    assert {(r["user_id"], r["window_start"]): (r["total_amount"], r["event_count"]) for r in gold} == window_totals(
-        landed
-    )
+    panes = window_totals(landed)
+    assert {(r["user_id"], r["window_start"]): (r["total_amount"], r["event_count"]) for r in gold} == panes
+    # The hourly windows (every 5 min) after the crashes: each 5-minute total added to the 12 hours over it.
+    hours: dict[tuple, list] = defaultdict(lambda: [0, 0])
+    for (user, start), (total, count) in panes.items():
+        for back in range(12):
+            hour = hours[(user, start - timedelta(minutes=5 * back))]
+            hour[0] += total
+            hour[1] += count
+    hopping = _delta_rows(home, "gold", "user_spend_1h_hopping")
+    assert {(r["user_id"], r["window_start"]): [r["total_amount"], r["event_count"]] for r in hopping} == hours
     # Every change after a row's first write is logged once, in revision order, and the log chains: each
     # correction's old values are the previous one's new values, and the last one's new values are gold's.
     logged: dict[tuple, list[dict]] = defaultdict(list)
     for row in _delta_rows(home, "gold", "corrections"):
-        logged[(row["user_id"], row["window_start"])].append(row)
+        if row["table_name"] == "gold.user_spend_5m":
+            logged[(row["user_id"], row["window_start"])].append(row)
     causes = {row["cause"] for rows in logged.values() for row in rows}
     assert "reconciliation" in causes
     by_key = {(r["user_id"], r["window_start"]): r for r in gold}

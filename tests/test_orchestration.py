@@ -31,6 +31,7 @@ EXPECTED_KEYS = {
     "silver/duplicates",
     "silver/late_events",
     "gold/user_spend_5m",
+    "gold/user_spend_1h_hopping",
     "gold/corrections",
     "maintenance/tables",
 }
@@ -89,6 +90,8 @@ def test_materialize_every_asset_with_real_resources(spark, settings) -> None:
     assert (silver["rows_written"].value, silver["quarantined"].value, silver["duplicates"].value) == (4, 1, 1)
     gold = materialized["gold/user_spend_5m"]
     assert gold["dagster/row_count"].value == 3
+    assert gold["watermark_delay_seconds"].value == 120
+    assert materialized["gold/user_spend_1h_hopping"]["rows_written"].value > 0
     for metadata in materialized.values():
         assert {"batch_seconds", "table_version", "rows_written", "dagster/row_count"} <= set(metadata)
 

@@ -14,6 +14,7 @@ from warehouse.catalog import (
     OPS_RECONCILIATIONS,
     SILVER_LATE_EVENTS,
     all_tables,
+    hopping_spend_table,
     user_spend_table,
 )
 from warehouse.delta import read_table, table_version
@@ -56,8 +57,17 @@ def test_seeds_example_too_late_event_is_folded_in(spark, settings) -> None:
     by_start = {r.window_start.replace(tzinfo=UTC): r for r in row}
     folded = by_start[a_1000[1]]
     assert (folded.total_amount, folded.event_count, folded.is_final) == (Decimal("8.00"), 3, True)
-    corrections = read_table(spark, settings, GOLD_CORRECTIONS).where(F.col("cause") == "reconciliation").collect()
+    logged = read_table(spark, settings, GOLD_CORRECTIONS).where(F.col("cause") == "reconciliation")
+    corrections = logged.where(F.col("table_name") == user_spend_table(settings).name).collect()
     assert len(corrections) == 1
+    # Each hour starting every 5 min that covers A's [10:00, 10:05) (09:05 … 10:00) follows it: 7 → 8.
+    hours = logged.where(F.col("table_name") == hopping_spend_table(settings).name).collect()
+    assert sorted(r.window_start.strftime("%H:%M") for r in hours) == [
+        f"{h:02d}:{m:02d}" for h, m in [(9, m) for m in range(5, 60, 5)] + [(10, 0)]
+    ]
+    assert {(r.user_id, r.old_total_amount, r.new_total_amount) for r in hours} == {
+        ("A", Decimal("7.00"), Decimal("8.00"))
+    }
     (correction,) = corrections
     assert (correction.user_id, correction.old_total_amount, correction.new_total_amount) == (
         "A",

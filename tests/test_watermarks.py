@@ -10,7 +10,13 @@ from pyspark.sql import functions as F
 
 from tests.lines import event, land
 from transforms.streams import advance_idle_watermark, run_once
-from warehouse.catalog import GOLD_CORRECTIONS, OPS_WATERMARKS, SILVER_LATE_EVENTS, user_spend_table
+from warehouse.catalog import (
+    GOLD_CORRECTIONS,
+    OPS_WATERMARKS,
+    SILVER_LATE_EVENTS,
+    hopping_spend_table,
+    user_spend_table,
+)
 from warehouse.delta import read_table
 from warehouse.settings import WatermarkSettings
 
@@ -103,22 +109,34 @@ def test_idle_watermark_closes_the_last_windows_without_new_input(spark, setting
     report = advance_idle_watermark(spark, settings, now=processed + timedelta(seconds=30 + 500))
     assert report is not None and report.figures["windows_closed"] == 1
     assert finals() == {"A": True, "B": True}
-    # Far later: capped at 10:04:10 + 3,600 s, and nothing is left to close.
-    assert advance_idle_watermark(spark, settings, now=processed + timedelta(days=1)) is None
+    # Far later: capped at 10:04:10 + 3,600 s = 11:04:10. No tumbling window is left open, but the hourly
+    # hopping windows ending by 11:03:10 close; B's [10:05, 11:05) (closes 11:06) stays open.
+    report = advance_idle_watermark(spark, settings, now=processed + timedelta(days=1))
+    assert report is not None and report.figures["windows_closed"] == 0
+    hopping = {
+        (r.user_id, utc(r.window_start)): r.is_final
+        for r in read_table(spark, settings, hopping_spend_table(settings)).collect()
+    }
+    assert [key for key, final in hopping.items() if not final] == [("B", at("10:05:00"))]
+    assert advance_idle_watermark(spark, settings, now=processed + timedelta(days=2)) is None
 
     idle = [(utc(r.watermark), r.advanced_by, r.events) for r in marks(spark, settings)][1:]
-    assert idle == [(at("10:06:10"), "idle", 0), (at("10:12:30"), "idle", 0)]
-    closed = read_table(spark, settings, GOLD_CORRECTIONS).where(F.col("cause") == "window_closed").collect()
+    assert idle == [(at("10:06:10"), "idle", 0), (at("10:12:30"), "idle", 0), (at("11:04:10"), "idle", 0)]
+    closed = (
+        read_table(spark, settings, GOLD_CORRECTIONS)
+        .where((F.col("cause") == "window_closed") & (F.col("table_name") == user_spend_table(settings).name))
+        .collect()
+    )
     assert sorted((r.user_id, r.revision, r.new_is_final, r.new_total_amount) for r in closed) == [
         ("A", 2, True, Decimal("3.00")),
         ("B", 2, True, Decimal("5.00")),
     ]
 
-    # The next batch starts from the idle watermark: B 10:09 (window closed at 10:11 ≤ 10:12:30) is late.
+    # The next batch starts from the idle watermark: B 10:09 (window closed at 10:11 ≤ 11:04:10) is late.
     land(settings, "after.jsonl", [event("b2", "B", "2024-01-01T10:09:00Z", "4")])
     run_once(spark, settings)
     late = read_table(spark, settings, SILVER_LATE_EVENTS).collect()
-    assert [(r.event_id, utc(r.watermark)) for r in late] == [("b2", at("10:12:30"))]
+    assert [(r.event_id, utc(r.watermark)) for r in late] == [("b2", at("11:04:10"))]
 
 
 def test_fixed_policy_records_its_delay_and_never_idles(spark, settings) -> None:
@@ -127,3 +145,54 @@ def test_fixed_policy_records_its_delay_and_never_idles(spark, settings) -> None
     (mark,) = marks(spark, settings)
     assert (utc(mark.watermark), mark.delay_seconds, mark.observed_lag_seconds) == (at("09:58:30"), 120.0, None)
     assert advance_idle_watermark(spark, settings, now=utc(mark.recorded_at) + timedelta(days=1)) is None
+
+
+def test_hopping_windows_are_sums_of_the_tumbling_windows_they_cover(spark, settings) -> None:
+    """1 h every 5 min over 5-minute windows; delay 120 s, lateness 60 s. Worked out by hand."""
+    land(
+        settings,
+        "first.jsonl",
+        [
+            event("a1", "A", "2024-01-01T10:02:00Z", "1.10"),
+            event("a2", "A", "2024-01-01T10:07:00Z", "2.20"),
+            event("a3", "A", "2024-01-01T11:01:00Z", "4.00"),
+        ],
+    )
+    run_once(spark, settings)
+    hopping = hopping_spend_table(settings)
+    assert hopping.name == "gold.user_spend_1h_hopping"
+
+    def hops() -> dict:
+        return {
+            utc(r.window_start): (r.total_amount, r.event_count, r.is_final, r.revision)
+            for r in read_table(spark, settings, hopping).collect()
+        }
+
+    got = hops()
+    # a1 (10:02) is in the hours starting 09:05 … 10:00; a2 (10:07) in 09:10 … 10:05; a3 (11:01) in 10:05 … 11:00.
+    assert len(got) == 12 + 1 + 11  # 09:05…10:00 (a1) | 10:05 (a2, a3) | 10:10…11:00 (a3 only)
+    assert got[at("09:05:00")][:2] == (Decimal("1.10"), 1)
+    assert got[at("10:00:00")][:2] == (Decimal("3.30"), 2)
+    assert got[at("10:05:00")][:2] == (Decimal("6.20"), 2)
+    assert got[at("11:00:00")][:2] == (Decimal("4.00"), 1)
+    # Watermark 11:01 - 120 s = 10:59: final when end + 60 s <= 10:59, i.e. the hours ending by 10:58.
+    assert {start for start, v in got.items() if v[2]} == {
+        at(f"{h:02d}:{m:02d}:00") for h, m in [(9, 5), (9, 10), (9, 15), (9, 20), (9, 25), (9, 30), (9, 35),
+                                                (9, 40), (9, 45), (9, 50), (9, 55)]
+    }  # fmt: skip
+    # A late-but-allowed event (10:58, window [10:55, 11:00) closes at 11:01 > 10:59) revises every hour
+    # covering it; each change is logged with the old and new values.
+    land(settings, "second.jsonl", [event("a4", "A", "2024-01-01T10:58:00Z", "0.50")])
+    run_once(spark, settings)
+    after = hops()
+    assert after[at("10:00:00")][:2] == (Decimal("3.80"), 3)
+    assert after[at("10:00:00")][3] == got[at("10:00:00")][3] + 1
+    assert after[at("11:00:00")] == got[at("11:00:00")], "not covering 10:58: unchanged"
+    logged = (
+        read_table(spark, settings, GOLD_CORRECTIONS)
+        .where((F.col("table_name") == hopping.name) & (F.col("window_start") == F.lit(at("10:00:00"))))
+        .collect()
+    )
+    assert [(r.old_total_amount, r.new_total_amount, r.cause) for r in logged] == [
+        (Decimal("3.30"), Decimal("3.80"), "stream_update")
+    ]

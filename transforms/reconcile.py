@@ -23,6 +23,7 @@ from delta.tables import DeltaTable
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from transforms.hopping import roll_up
 from transforms.windows import (
     SILVER_VERSION_KEY,
     assign_windows,
@@ -364,6 +365,7 @@ def fold_late_events(late: DataFrame, batch_id: int, settings: Settings, writer_
         watermark = latest_watermark(spark, settings, _gold_query(settings))
         repairs = window_repairs(expected, current, settings, watermark, datetime.now(UTC))
         changed = apply_repairs(spark, settings, repairs, dates, writer_id, batch_id, silver_version)
+        roll_up(spark, settings, keys, watermark, datetime.now(UTC), "reconciliation", f"{writer_id}:hops", batch_id)
         figures = {
             "late_events": n_late,
             "keys_recomputed": keys.count(),
@@ -414,6 +416,8 @@ def repair_dates(spark: SparkSession, settings: Settings, dates: Sequence[date])
         watermark = latest_watermark(spark, settings, _gold_query(settings))
         repairs = window_repairs(expected, current, settings, watermark, datetime.now(UTC))
         changed = apply_repairs(spark, settings, repairs, dates, writer_id, run, silver_version)
+        panes = expected.select(*KEY).unionByName(current.select(*KEY))
+        roll_up(spark, settings, panes, watermark, datetime.now(UTC), "reconciliation", f"{writer_id}:hops", run)
         figures = {"late_events": 0, "keys_recomputed": expected.count(), "keys_changed": changed}
     finally:
         expected.unpersist()

@@ -55,6 +55,7 @@ from warehouse.catalog import (
     SILVER_LATE_EVENTS,
     SILVER_QUARANTINE,
     Table,
+    hopping_spend_table,
     user_spend_table,
 )
 from warehouse.delta import append_once, ensure_tables, read_table, transaction_id, transaction_version
@@ -227,8 +228,22 @@ def _swap_tables(spark: SparkSession, settings: Settings, staging: Settings, rep
         version = _overwrite(spark, content, settings, table, app_id)
         if table is SILVER_EVENTS:
             silver_version = version
-
     gold = user_spend_table(settings)
+    _swap_windows(spark, settings, staging, report, gold, app_id, consumption_metadata(app_id, 0, silver_version))
+    _swap_windows(spark, settings, staging, report, hopping_spend_table(settings), f"{app_id}:hops")
+
+
+def _swap_windows(
+    spark: SparkSession,
+    settings: Settings,
+    staging: Settings,
+    report: ReplayReport,
+    gold: Table,
+    app_id: str,
+    metadata: dict | None = None,
+) -> None:
+    """Swap one window table in, keeping each key's revision history (changed keys: revision + 1 and a
+    ``replay`` correction)."""
     now = datetime.now(UTC)
     live = read_table(spark, settings, gold).select(
         *KEY,
@@ -267,8 +282,9 @@ def _swap_tables(spark: SparkSession, settings: Settings, staging: Settings, rep
             F.lit(None).cast("long").alias("gold_batch"),
         )
         corrections = correction_rows(changes, gold)
-        report.gold_keys_changed = corrections.count()
-        if report.gold_keys_changed:
+        changed = corrections.count()
+        report.gold_keys_changed += changed
+        if changed:
             append_once(corrections, settings, GOLD_CORRECTIONS, app_id, 0)
         # A key keeps its revision and time when the rebuild agrees with it, so readers see no change.
         content = joined.where(F.col("revision").isNotNull()).select(
@@ -286,7 +302,6 @@ def _swap_tables(spark: SparkSession, settings: Settings, staging: Settings, rep
             .alias("updated_at"),
         )
         report.rows_swapped[gold.name] = content.count()
-        metadata = consumption_metadata(app_id, 0, silver_version)
         _overwrite(spark, content, settings, gold, app_id, metadata)
     finally:
         joined.unpersist()

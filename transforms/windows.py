@@ -13,6 +13,7 @@ from delta.tables import DeltaTable
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from transforms.hopping import closing_windows, roll_up
 from warehouse.catalog import (
     GOLD_CORRECTIONS,
     MONEY,
@@ -240,6 +241,12 @@ def update_windows(
                     consumption_metadata(writer_id, batch_id, silver_version),
                     target=gold.path(settings),
                 )
+            hops = 0
+            if n_changed or after.watermark != before.watermark:
+                hops = roll_up(
+                    spark, settings, changes.select("user_id", "window_start"), after.watermark, now,
+                    "stream_update", f"{writer_id}:hops", batch_id, batch_id, before.watermark,
+                )  # fmt: skip
         _RECORDED[writer_id] = (batch_id, after)
     finally:
         windowed.unpersist()
@@ -248,6 +255,7 @@ def update_windows(
         "rows_written": n_changed,
         "late": n_late,
         "windows_revised": n_revised,
+        "hopping_windows_changed": hops,
         "watermark": after.watermark.timestamp() if after.watermark else 0.0,
         "watermark_delay_seconds": delay.total_seconds(),
         "watermark_lag_seconds": (now - after.watermark).total_seconds() if after.watermark else 0.0,
@@ -336,27 +344,38 @@ def advance_idle(
         after = replace(prior, watermark=target)
         version = int(target.timestamp() * 1_000_000)
         with materialized(_window_changes(spark, settings, gold, empty, left, after, now, None)) as changes:
-            closed = changes.count()
-            if not closed or already_written(settings, gold, app_id, version):
+            closed = 0 if already_written(settings, gold, app_id, version) else changes.count()
+            hops = closing_windows(spark, settings, target, left.watermark).count()
+            if not closed and not hops:
                 continue
-            writes = [(_corrections(changes, gold), GOLD_CORRECTIONS)]
+            writes = []
+            if closed:
+                writes.append((_corrections(changes, gold), GOLD_CORRECTIONS))
             if target > current:
                 row = _mark_row(spark, query_name, writer_id, batch_id, after, now, "idle", None, None, 0)
                 writes.append((row, OPS_WATERMARKS))
             append_all_once(writes, settings, app_id, version)
-            merge_once(
-                spark,
-                app_id,
-                version,
-                lambda changes=changes: _merge_into_gold(spark, settings, gold, changes, open_since(settings, left)),
-                {"writer": app_id, "batch": version, "advanced_by": "idle"},
-                target=gold.path(settings),
+            if closed:
+                merge_once(
+                    spark,
+                    app_id,
+                    version,
+                    lambda changes=changes: _merge_into_gold(
+                        spark, settings, gold, changes, open_since(settings, left)
+                    ),
+                    {"writer": app_id, "batch": version, "advanced_by": "idle"},
+                    target=gold.path(settings),
+                )
+            panes = changes.select("user_id", "window_start")
+            hops = roll_up(
+                spark, settings, panes, target, now, "window_closed", f"{app_id}:hops", version, None, left.watermark
             )
         _RECORDED[writer_id] = (batch_id, after)
         return {
             "watermark": target.timestamp(),
             "advanced_seconds": (target - left.watermark).total_seconds(),
             "windows_closed": float(closed),
+            "hopping_windows_closed": float(hops),
             "watermark_lag_seconds": (now - target).total_seconds(),
         }
     return None

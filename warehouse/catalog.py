@@ -185,6 +185,31 @@ def user_spend_table(settings: Settings) -> Table:
     )
 
 
+def _minutes_name(minutes: int) -> str:
+    return f"{minutes // 60}h" if minutes % 60 == 0 else f"{minutes}m"
+
+
+def hopping_spend_table(settings: Settings) -> Table:
+    """Per user and hopping event-time window (default 1 h every 5 min): the sum of the tumbling windows
+    it covers, so it sees an event exactly when its tumbling window does (late ones after
+    reconciliation); final once the watermark passes window end + lateness."""
+    size, slide = settings.hopping_size_minutes, settings.hopping_slide_minutes
+    spend = user_spend_table(settings)
+    return Table(
+        layer="gold",
+        short_name=f"user_spend_{_minutes_name(size)}_hopping",
+        description=(
+            f"Per user, per hopping {size}-minute event-time window starting every {slide} minutes: exact "
+            f"spend and count (the sum of the {settings.window_minutes}-minute windows it covers), revised as "
+            "they change; final once the watermark passes window end + lateness."
+        ),
+        columns=spend.columns,
+        key=spend.key,
+        append_only=False,
+        zorder_by=spend.zorder_by,
+    )
+
+
 GOLD_CORRECTIONS = Table(
     layer="gold",
     short_name="corrections",
@@ -331,6 +356,7 @@ def all_tables(settings: Settings) -> list[Table]:
         SILVER_DUPLICATES,
         SILVER_LATE_EVENTS,
         user_spend_table(settings),
+        hopping_spend_table(settings),
         GOLD_CORRECTIONS,
         OPS_WATERMARKS,
         OPS_STREAM_PROGRESS,

@@ -193,6 +193,10 @@ class Settings:
 
     home: Path = DEFAULT_HOME
     window_minutes: int = 5
+    #: Hopping windows (``gold.user_spend_<size>_hopping``): ``hopping_size_minutes`` long, a new one
+    #: every ``hopping_slide_minutes``; sums of whole tumbling windows, so the slide is a multiple of them.
+    hopping_size_minutes: int = 60
+    hopping_slide_minutes: int = 5
     watermark_delay_seconds: int = 120
     allowed_lateness_seconds: int = 60
     trigger_interval_seconds: int = 2
@@ -257,9 +261,15 @@ class Settings:
         """Read and validate every ``LAKEHOUSE_*`` variable; unset ones keep their defaults."""
         env = os.environ if env is None else env
         home = Path(env.get("LAKEHOUSE_HOME") or DEFAULT_HOME).expanduser().resolve()
+        window = _positive_int(env, "LAKEHOUSE_WINDOW_MINUTES", cls.window_minutes)
+        # Unset, the hopping windows follow a longer tumbling window: slide = it, size = the hour rounded up.
+        slide = cls.hopping_slide_minutes if cls.hopping_slide_minutes % window == 0 else window
+        size = -(-cls.hopping_size_minutes // slide) * slide
         settings = cls(
             home=home,
             window_minutes=_positive_int(env, "LAKEHOUSE_WINDOW_MINUTES", cls.window_minutes),
+            hopping_size_minutes=_positive_int(env, "LAKEHOUSE_HOPPING_SIZE_MINUTES", size),
+            hopping_slide_minutes=_positive_int(env, "LAKEHOUSE_HOPPING_SLIDE_MINUTES", slide),
             watermark_delay_seconds=_non_negative_int(
                 env, "LAKEHOUSE_WATERMARK_DELAY_SECONDS", cls.watermark_delay_seconds
             ),
@@ -293,6 +303,17 @@ class Settings:
             raise SettingsError(
                 f"LAKEHOUSE_WINDOW_MINUTES must divide a day (1440 minutes) so windows align to UTC days, "
                 f"got {settings.window_minutes}"
+            )
+        if settings.hopping_slide_minutes % settings.window_minutes:
+            raise SettingsError(
+                f"LAKEHOUSE_HOPPING_SLIDE_MINUTES must be a multiple of LAKEHOUSE_WINDOW_MINUTES "
+                f"({settings.window_minutes}): hopping windows are sums of tumbling ones, got "
+                f"{settings.hopping_slide_minutes}"
+            )
+        if settings.hopping_size_minutes % settings.hopping_slide_minutes or (24 * 60) % settings.hopping_slide_minutes:
+            raise SettingsError(
+                f"LAKEHOUSE_HOPPING_SIZE_MINUTES must be a multiple of LAKEHOUSE_HOPPING_SLIDE_MINUTES "
+                f"({settings.hopping_slide_minutes}), which must divide a day, got {settings.hopping_size_minutes}"
             )
         return settings
 

@@ -1,0 +1,199 @@
+"""Hopping windows: each one the sum of the tumbling windows (panes) it covers.
+
+A hopping window ``[s, s + size)`` starting every ``slide`` (both multiples of the tumbling length)
+holds exactly the events of the tumbling windows that start in it, so its values are a roll-up of
+``gold.user_spend_<n>m`` rather than a second aggregation of silver: it sees an event exactly when the
+tumbling table does (on time, within the allowed lateness, or through reconciliation), and a replay or a
+repair of the tumbling table carries over unchanged. Time semantics: event time; a hopping window is
+final once the watermark passes its end + the allowed lateness (the same rule as the tumbling table).
+
+``roll_up`` runs after every change of the tumbling table, under the gold lock, and writes values
+recomputed from the panes (never increments), so a re-run writes the same thing.
+"""
+
+from datetime import datetime, timedelta
+
+from delta.tables import DeltaTable
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from warehouse.catalog import GOLD_CORRECTIONS, MONEY, hopping_spend_table, user_spend_table
+from warehouse.delta import already_written, append_once, materialized, merge_once, read_table
+from warehouse.settings import Settings
+
+KEY = ["user_id", "window_start"]
+
+
+def covering_windows(panes: DataFrame, settings: Settings) -> DataFrame:
+    """(user_id, window_start, window_end) of every hopping window that covers one of ``panes``
+    (tumbling windows given by user_id and window_start)."""
+    size, slide = settings.hopping_size_minutes * 60, settings.hopping_slide_minutes * 60
+    pane = settings.window_minutes * 60
+    at = F.unix_seconds("window_start")
+    first = F.ceil((at + pane - size) / slide) * slide
+    last = F.floor(at / slide) * slide
+    starts = panes.select("user_id", F.explode(F.sequence(first, last, F.lit(slide).cast("long"))).alias("start"))
+    return starts.select(
+        "user_id",
+        F.timestamp_seconds("start").alias("window_start"),
+        F.timestamp_seconds(F.col("start") + size).alias("window_end"),
+    ).distinct()
+
+
+def closing_windows(
+    spark: SparkSession, settings: Settings, watermark: datetime, open_after: datetime | None = None
+) -> DataFrame:
+    """Hopping windows not final yet that ``watermark`` closes. ``open_after`` (an earlier watermark)
+    bounds the search: every window it closed is final already."""
+    lateness = timedelta(seconds=settings.allowed_lateness_seconds)
+    recent = read_table(spark, settings, hopping_spend_table(settings))
+    if open_after is not None:
+        bound = open_after - lateness - timedelta(minutes=settings.hopping_size_minutes)
+        recent = recent.where(F.col("window_start") >= F.lit(bound))
+    return recent.where(~F.col("is_final") & (F.col("window_end") <= F.lit(watermark - lateness)))
+
+
+def roll_up(
+    spark: SparkSession,
+    settings: Settings,
+    panes: DataFrame,
+    watermark: datetime | None,
+    now: datetime,
+    cause: str,
+    app_id: str,
+    batch_id: int,
+    gold_batch: int | None = None,
+    open_after: datetime | None = None,
+) -> int:
+    """Bring the hopping windows covering ``panes`` (changed tumbling keys), and every open hopping
+    window the ``watermark`` now closes, in line with the tumbling table; log each change in
+    gold.corrections (``cause``, or ``window_closed`` when only finality changed). Exactly once per
+    (app_id, batch_id); returns the number of hopping windows changed. ``open_after`` (the watermark
+    before this change) bounds the search for windows to close: every window it closed is final."""
+    hopping = hopping_spend_table(settings)
+    if already_written(settings, hopping, app_id, batch_id):
+        return 0
+    lateness = F.expr(f"INTERVAL {settings.allowed_lateness_seconds} SECONDS")
+    current = read_table(spark, settings, hopping)
+    wanted = covering_windows(panes, settings)
+    if watermark is not None:
+        closing = closing_windows(spark, settings, watermark, open_after)
+        wanted = wanted.unionByName(closing.select("user_id", "window_start", "window_end")).distinct()
+    with materialized(wanted) as wanted:
+        since = wanted.agg(F.min("window_start")).first()[0]
+        if since is None:
+            return 0
+        tumbling = (
+            read_table(spark, settings, user_spend_table(settings))
+            .where(F.col("window_start") >= F.lit(since))
+            .select("user_id", F.col("window_start").alias("pane_start"), "total_amount", "event_count")
+        )
+        sums = (
+            wanted.join(tumbling, "user_id")
+            .where((F.col("pane_start") >= F.col("window_start")) & (F.col("pane_start") < F.col("window_end")))
+            .groupBy(*KEY)
+            .agg(F.sum("total_amount").cast(MONEY).alias("new_total_amount"), F.sum("event_count").alias("new_count"))
+        )
+        final = (F.col("window_end") + lateness <= F.lit(watermark)) if watermark is not None else F.lit(False)
+        old = (
+            current.where(F.col("window_start") >= F.lit(since))
+            .join(wanted.select(*KEY), KEY, "left_semi")
+            .select(
+                *KEY,
+                F.col("total_amount").alias("old_total_amount"),
+                F.col("event_count").alias("old_event_count"),
+                F.col("revision").alias("old_revision"),
+                F.col("is_final").alias("old_is_final"),
+            )
+        )
+        zero = F.lit(0).cast(MONEY)
+        changes = (
+            wanted.join(sums, KEY, "left")
+            .join(old, KEY, "left")
+            .select(
+                *KEY,
+                "window_end",
+                F.coalesce("old_total_amount", zero).alias("old_total_amount"),
+                F.coalesce("new_total_amount", zero).alias("new_total_amount"),
+                F.coalesce("old_event_count", F.lit(0).cast("long")).alias("old_event_count"),
+                F.coalesce("new_count", F.lit(0).cast("long")).alias("new_event_count"),
+                F.coalesce("old_is_final", F.lit(False)).alias("old_is_final"),
+                (F.coalesce("old_is_final", F.lit(False)) | final).alias("new_is_final"),
+                (F.coalesce("old_revision", F.lit(0)) + 1).cast("int").alias("revision"),
+                F.col("old_revision").isNotNull().alias("existed"),
+            )
+        )
+        values_differ = (F.col("old_total_amount") != F.col("new_total_amount")) | (
+            F.col("old_event_count") != F.col("new_event_count")
+        )
+        changes = changes.where(
+            (F.col("existed") | (F.col("new_event_count") > 0))
+            & (values_differ | (F.col("old_is_final") != F.col("new_is_final")) | ~F.col("existed"))
+        ).select(
+            "*",
+            F.when(values_differ, F.lit(cause)).otherwise(F.lit("window_closed")).alias("cause"),
+            F.lit(now).cast("timestamp").alias("updated_at"),
+            F.lit(gold_batch).cast("long").alias("gold_batch"),
+        )
+        with materialized(changes) as changes:
+            changed = changes.count()
+            if not changed:
+                return 0
+            logged = changes.where("existed").select(
+                F.lit(hopping.name).alias("table_name"),
+                *KEY,
+                "window_end",
+                "old_total_amount",
+                "new_total_amount",
+                "old_event_count",
+                "new_event_count",
+                "old_is_final",
+                "new_is_final",
+                "revision",
+                "cause",
+                F.col("updated_at").alias("corrected_at"),
+                "gold_batch",
+            )
+            append_once(logged, settings, GOLD_CORRECTIONS, app_id, batch_id)
+            merge_once(
+                spark,
+                app_id,
+                batch_id,
+                lambda: _merge(spark, settings, changes, since),
+                {"writer": app_id, "batch": batch_id},
+                target=hopping.path(settings),
+            )
+    return changed
+
+
+def _merge(spark: SparkSession, settings: Settings, changes: DataFrame, since: datetime) -> None:
+    # Values, not increments: they were recomputed from the panes under the gold lock.
+    condition = f"t.user_id = s.user_id AND t.window_start = s.window_start AND t.window_start >= TIMESTAMP '{since}'"
+    (
+        DeltaTable.forPath(spark, str(hopping_spend_table(settings).path(settings)))
+        .alias("t")
+        .merge(changes.alias("s"), condition)
+        .whenMatchedDelete(condition="s.new_event_count = 0")
+        .whenMatchedUpdate(
+            set={
+                "total_amount": "s.new_total_amount",
+                "event_count": "s.new_event_count",
+                "revision": "t.revision + 1",
+                "is_final": "s.new_is_final",
+                "updated_at": "s.updated_at",
+            }
+        )
+        .whenNotMatchedInsert(
+            values={
+                "user_id": "s.user_id",
+                "window_start": "s.window_start",
+                "window_end": "s.window_end",
+                "total_amount": "s.new_total_amount",
+                "event_count": "s.new_event_count",
+                "revision": "1",
+                "is_final": "s.new_is_final",
+                "updated_at": "s.updated_at",
+            }
+        )
+        .execute()
+    )
