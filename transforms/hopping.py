@@ -139,21 +139,10 @@ def roll_up(
             changed = changes.count()
             if not changed:
                 return 0
-            logged = changes.where("existed").select(
-                F.lit(hopping.name).alias("table_name"),
-                *KEY,
-                "window_end",
-                "old_total_amount",
-                "new_total_amount",
-                "old_event_count",
-                "new_event_count",
-                "old_is_final",
-                "new_is_final",
-                "revision",
-                "cause",
-                F.col("updated_at").alias("corrected_at"),
-                "gold_batch",
-            )
+            # Imported here: transforms.windows calls this module after each of its own changes.
+            from transforms.windows import correction_rows
+
+            logged = correction_rows(changes.where("existed"), hopping)
             append_once(logged, settings, GOLD_CORRECTIONS, app_id, batch_id)
             merge_once(
                 spark,
