@@ -90,5 +90,19 @@ def window_totals(lines: list[str], window_minutes: int = 5) -> dict[tuple[str, 
     return {key: (value[0], value[1]) for key, value in totals.items()}
 
 
+def hopping_totals(
+    windows: dict[tuple[str, datetime], tuple[Decimal, int]], size_minutes: int = 60, slide_minutes: int = 5
+) -> dict[tuple[str, datetime], tuple[Decimal, int]]:
+    """(user, hopping window start) → (sum, count): each tumbling window's figures added to every hopping
+    window that covers it (``windows`` from ``window_totals``; the slide is the tumbling length)."""
+    hours: dict[tuple[str, datetime], list] = defaultdict(lambda: [Decimal("0.00"), 0])
+    for (user, start), (total, count) in windows.items():
+        for back in range(size_minutes // slide_minutes):
+            hour = hours[(user, start - timedelta(minutes=slide_minutes * back))]
+            hour[0] += total
+            hour[1] += count
+    return {key: (value[0], value[1]) for key, value in hours.items()}
+
+
 def distinct_valid_events(lines: list[str]) -> int:
     return len({event["event_id"] for event in map(parse, lines) if event is not None})

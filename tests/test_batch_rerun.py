@@ -9,6 +9,7 @@ import pytest
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from tests.reference import hopping_totals
 from transforms import reconcile, windows
 from transforms.silver import refine_events
 from transforms.streams import prepare
@@ -26,6 +27,7 @@ from warehouse.catalog import (
     SILVER_QUARANTINE,
     Table,
     all_tables,
+    hopping_spend_table,
     user_spend_table,
 )
 from warehouse.delta import batch_scope, table_version
@@ -158,7 +160,8 @@ def test_batch_rerun_after_crash_writes_nothing_twice(
         SILVER_DUPLICATES.name: 3,
         SILVER_LATE_EVENTS.name: 1,
         user_spend_table(settings).name: 5,
-        GOLD_CORRECTIONS.name: 2,
+        hopping_spend_table(settings).name: len(hopping_totals(windows_now(spark, settings))),
+        GOLD_CORRECTIONS.name: rows_of(spark, settings, GOLD_CORRECTIONS),  # checked table by table below
         OPS_WATERMARKS.name: 2,
         OPS_STREAM_PROGRESS.name: 0,  # no stream ran: the batch functions were called directly
         OPS_RECONCILIATIONS.name: 0,
@@ -178,8 +181,25 @@ def test_batch_rerun_after_crash_writes_nothing_twice(
     }
     late = read(spark, settings, SILVER_LATE_EVENTS).first()
     assert (late.event_id, late.amount, late.lateness_seconds) == ("a4", Decimal("10.00"), 17 * 60.0)
-    causes = {(r.user_id, r.cause, r.revision) for r in read(spark, settings, GOLD_CORRECTIONS).select("*").collect()}
-    assert causes == {("B", "stream_update", 2), ("A", "window_closed", 2)}
+    logged = read(spark, settings, GOLD_CORRECTIONS).select("*").collect()
+    five = user_spend_table(settings).name
+    tumbling = [(r.user_id, r.cause, r.revision) for r in logged if r.table_name == five]
+    assert sorted(tumbling) == [("A", "window_closed", 2), ("B", "stream_update", 2)]
+    hourly = [(r.user_id, r.window_start, r.revision) for r in logged if r.table_name != five]
+    assert len(hourly) == len(set(hourly)), "each change of an hour is logged once"
+    # The hours follow the 5-minute windows exactly, however often the batches ran.
+    hours = {
+        (r.user_id, r.window_start.replace(tzinfo=UTC)): (r.total_amount, r.event_count)
+        for r in read(spark, settings, hopping_spend_table(settings)).collect()
+    }
+    assert hours == hopping_totals(windows_now(spark, settings))
+
+
+def windows_now(spark: SparkSession, settings: Settings) -> dict:
+    return {
+        (r.user_id, r.window_start.replace(tzinfo=UTC)): (r.total_amount, r.event_count)
+        for r in read(spark, settings, user_spend_table(settings)).collect()
+    }
 
 
 # f. A reconcile killed between its two writes, or after both, ends exact when re-run.
@@ -214,7 +234,9 @@ def test_reconcile_rerun_after_crash_at_each_write_ends_exact(
         return (row.total_amount, row.event_count, row.revision)
 
     def logged(user: str) -> list[tuple]:
-        rows = read(spark, settings, GOLD_CORRECTIONS).where(f"cause = 'reconciliation' AND user_id = '{user}'")
+        rows = read(spark, settings, GOLD_CORRECTIONS).where(
+            f"cause = 'reconciliation' AND user_id = '{user}' AND table_name = '{user_spend_table(settings).name}'"
+        )
         return sorted((r.revision, r.old_total_amount, r.new_total_amount) for r in rows.collect())
 
     # Killed before any write, then after the MERGE but before the log: gold is ahead of the log.

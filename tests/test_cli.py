@@ -9,14 +9,13 @@ import sys
 import threading
 import time
 from collections import defaultdict
-from datetime import timedelta
 from pathlib import Path
 
 import pytest
 from deltalake import DeltaTable
 
 from tests.lines import land
-from tests.reference import distinct_valid_events, landing_lines, window_totals
+from tests.reference import distinct_valid_events, hopping_totals, landing_lines, window_totals
 from transforms.synthetic import StreamSpec, generate_lines
 from warehouse.locks import hold
 from warehouse.settings import Settings
@@ -235,14 +234,9 @@ def test_sigkill_of_reconcile_and_of_stream_mid_run_then_restart_ends_exact(tmp_
     panes = window_totals(landed)
     assert {(r["user_id"], r["window_start"]): (r["total_amount"], r["event_count"]) for r in gold} == panes
     # The hourly windows (every 5 min) after the crashes: each 5-minute total added to the 12 hours over it.
-    hours: dict[tuple, list] = defaultdict(lambda: [0, 0])
-    for (user, start), (total, count) in panes.items():
-        for back in range(12):
-            hour = hours[(user, start - timedelta(minutes=5 * back))]
-            hour[0] += total
-            hour[1] += count
     hopping = _delta_rows(home, "gold", "user_spend_1h_hopping")
-    assert {(r["user_id"], r["window_start"]): [r["total_amount"], r["event_count"]] for r in hopping} == hours
+    hours = {(r["user_id"], r["window_start"]): (r["total_amount"], r["event_count"]) for r in hopping}
+    assert hours == hopping_totals(panes)
     # Every change after a row's first write is logged once, in revision order, and the log chains: each
     # correction's old values are the previous one's new values, and the last one's new values are gold's.
     logged: dict[tuple, list[dict]] = defaultdict(list)

@@ -2,6 +2,8 @@
 in ``WatermarkSettings``: fixed delay, adaptive delay (percentile of observed lag, horizon, bounds), and the
 idle-advancing watermark that closes the last windows when no input comes."""
 
+import threading
+import time
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
@@ -9,7 +11,7 @@ from decimal import Decimal
 from pyspark.sql import functions as F
 
 from tests.lines import event, land
-from transforms.streams import advance_idle_watermark, run_once
+from transforms.streams import IDLE_ADVANCE, advance_idle_watermark, prepare, run_continuous, run_once
 from warehouse.catalog import (
     GOLD_CORRECTIONS,
     OPS_WATERMARKS,
@@ -196,3 +198,34 @@ def test_hopping_windows_are_sums_of_the_tumbling_windows_they_cover(spark, sett
     assert [(r.old_total_amount, r.new_total_amount, r.cause) for r in logged] == [
         (Decimal("3.30"), Decimal("3.80"), "stream_update")
     ]
+
+
+def test_an_idle_continuous_run_closes_the_last_window_on_its_own(spark, settings) -> None:
+    """Watermark 10:07:59 - 120 s = 10:05:59 leaves [10:00, 10:05) one second short of closing (10:06);
+    with no more input, a continuous run's idle advance (after 1 s idle) closes it."""
+    settings = replace(settings, watermarks=WatermarkSettings(idle_seconds=1), trigger_interval_seconds=1)
+    land(
+        settings,
+        "only.jsonl",
+        [event("a1", "A", "2024-01-01T10:00:00Z", "1"), event("b1", "B", "2024-01-01T10:07:59Z", "2")],
+    )
+    gold = user_spend_table(settings)
+    prepare(spark, settings)  # the tables exist before the first look at them
+    stop = threading.Event()
+    result: dict = {}
+    runner = threading.Thread(target=lambda: result.update(reports=run_continuous(spark, settings, stop)))
+    runner.start()
+    try:
+        deadline = time.monotonic() + 120
+        final = False
+        while time.monotonic() < deadline and not final:
+            time.sleep(2)
+            rows = read_table(spark, settings, gold).where(F.col("user_id") == "A").collect()
+            final = bool(rows) and rows[0].is_final
+    finally:
+        stop.set()
+        runner.join(timeout=120)
+    assert final, "the idle advance did not close A's window"
+    assert [r.name for r in result["reports"]][-1] == IDLE_ADVANCE
+    idle = [r for r in marks(spark, settings) if r.advanced_by == "idle"]
+    assert len(idle) == 1 and utc(idle[0].watermark) >= at("10:06:00")

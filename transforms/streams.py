@@ -326,6 +326,8 @@ def run_once(spark: SparkSession, settings: Settings, source: str = "landing") -
 
 #: The report name of an idle watermark advance (it is not a stream of its own).
 IDLE_ADVANCE = "watermark_idle"
+#: How often an idle ``run --continuous`` looks whether the idle-advancing watermark closes a window.
+IDLE_CHECK_SECONDS = 10
 
 
 def advance_idle_watermark(
@@ -402,6 +404,7 @@ def run_continuous(
     pipeline = stages(settings, source)
     reports = [StageReport(stage.name) for stage in pipeline]
     idle_report = StageReport(IDLE_ADVANCE)
+    next_idle_check = 0.0
     recorder = recorder_for(spark, settings)
     notices = _Notices(on_notice)
     try:
@@ -422,7 +425,9 @@ def run_continuous(
                             if stage.source != "kafka" or _has_new_input(settings, stage, notices, quiet=True):
                                 raise
                             notices.broker(settings, error)
-                if not worked and not stop.is_set():
+                if not worked and not stop.is_set() and time.monotonic() >= next_idle_check:
+                    # Each look costs a few small Spark jobs; windows close within this many seconds of due.
+                    next_idle_check = time.monotonic() + max(settings.trigger_interval_seconds, IDLE_CHECK_SECONDS)
                     idle = advance_idle_watermark(spark, settings, stage_locked=True)
                     if idle:
                         idle_report.add(idle.figures, idle.seconds)
