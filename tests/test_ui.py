@@ -325,8 +325,13 @@ def test_sensors_run_the_streams_and_reconcile_late_data(dagster_ui: DagsterUI) 
     gold = {(r["user_id"], utc(r["window_start"])): r for r in delta_rows(gold_path)}
     assert (gold[window]["total_amount"], gold[window]["event_count"]) == (Decimal("8.00"), 3), gold[window]
     corrections = delta_rows(home / "tables" / "gold" / "corrections")
-    reconciliations = [c for c in corrections if c["cause"] == "reconciliation"]
+    reconciliations = [
+        c for c in corrections if c["cause"] == "reconciliation" and c["table_name"] == "gold.user_spend_5m"
+    ]
     assert len(reconciliations) == 1, corrections
+    hourly = "gold.user_spend_1h_hopping"
+    hours = [c for c in corrections if c["cause"] == "reconciliation" and c["table_name"] == hourly]
+    assert len(hours) == 12, "every hour over A's 10:00 window follows it"
     fix = reconciliations[0]
     assert (fix["user_id"], utc(fix["window_start"])) == window
     assert (fix["old_total_amount"], fix["new_total_amount"]) == (Decimal("7.00"), Decimal("8.00")), fix
