@@ -109,6 +109,8 @@ SILVER_EVENTS = Table(
         Column("payload_hash", StringType(), "SHA-256 of the event's canonical JSON"),
         Column("silver_batch", LongType(), "silver micro-batch that accepted the event", nullable=False),
         Column("event_key", LongType(), "xxhash64 of event_id: the compact key dedup looks history up by"),
+        Column("url", StringType(), "the event's url when it is a JSON string (clicks; read by gold.unique_urls)"),
+        Column("order_id", StringType(), "the event's order_id when a JSON string (orders and payments)"),
     ),
     partition_by=("event_date",),
     key=("event_id",),
