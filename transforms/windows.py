@@ -14,6 +14,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from transforms.hopping import closing_windows, roll_up
+from transforms.sessions import closing_sessions, update_sessions
 from warehouse.catalog import (
     GOLD_CORRECTIONS,
     MONEY,
@@ -247,6 +248,11 @@ def update_windows(
                     spark, settings, changes.select("user_id", "window_start"), after.watermark, now,
                     "stream_update", f"{writer_id}:hops", batch_id, batch_id, before.watermark,
                 )  # fmt: skip
+            # Sessions take every event of the batch, late ones included (see transforms.sessions).
+            sessions = update_sessions(
+                spark, settings, windowed, before.watermark, after.watermark, now, f"{writer_id}:sessions", batch_id,
+                batch_id,
+            )  # fmt: skip
         _RECORDED[writer_id] = (batch_id, after)
     finally:
         windowed.unpersist()
@@ -256,6 +262,7 @@ def update_windows(
         "late": n_late,
         "windows_revised": n_revised,
         "hopping_windows_changed": hops,
+        "sessions_changed": sessions,
         "watermark": after.watermark.timestamp() if after.watermark else 0.0,
         "watermark_delay_seconds": delay.total_seconds(),
         "watermark_lag_seconds": (now - after.watermark).total_seconds() if after.watermark else 0.0,
@@ -346,7 +353,8 @@ def advance_idle(
         with materialized(_window_changes(spark, settings, gold, empty, left, after, now, None)) as changes:
             closed = 0 if already_written(settings, gold, app_id, version) else changes.count()
             hops = closing_windows(spark, settings, target, left.watermark).count()
-            if not closed and not hops:
+            sessions = closing_sessions(spark, settings, target, left.watermark).count()
+            if not closed and not hops and not sessions:
                 continue
             writes = []
             if closed:
@@ -370,12 +378,16 @@ def advance_idle(
             hops = roll_up(
                 spark, settings, panes, target, now, "window_closed", f"{app_id}:hops", version, None, left.watermark
             )
+            sessions = update_sessions(
+                spark, settings, empty, left.watermark, target, now, f"{app_id}:sessions", version
+            )
         _RECORDED[writer_id] = (batch_id, after)
         return {
             "watermark": target.timestamp(),
             "advanced_seconds": (target - left.watermark).total_seconds(),
             "windows_closed": float(closed),
             "hopping_windows_closed": float(hops),
+            "sessions_closed": float(sessions),
             "watermark_lag_seconds": (now - target).total_seconds(),
         }
     return None

@@ -212,6 +212,35 @@ def hopping_spend_table(settings: Settings) -> Table:
     )
 
 
+def user_sessions_table(settings: Settings) -> Table:
+    """Per user, session windows of event time (default 30-minute gap); see transforms.sessions."""
+    gap = settings.session_gap_minutes
+    return Table(
+        layer="gold",
+        short_name="user_sessions",
+        description=(
+            f"Per user, sessions of events at most {gap} minutes apart in event time: [first event, last "
+            f"event + {gap} min), exact spend and count; every event folded in however late (a late event "
+            "bridging two sessions merges them: the later row is retracted); final once the watermark passes "
+            "session end + lateness."
+        ),
+        columns=(
+            Column("user_id", StringType(), "grouping key", nullable=False),
+            Column("session_start", TimestampType(), "event time of the session's first event", nullable=False),
+            Column("session_end", TimestampType(), "last event's time + the gap (exclusive)", nullable=False),
+            Column("last_event_time", TimestampType(), "event time of the session's last event", nullable=False),
+            Column("total_amount", MONEY, "exact sum of the session's events", nullable=False),
+            Column("event_count", LongType(), "number of the session's events", nullable=False),
+            Column("revision", IntegerType(), "1 when first written, +1 on every change", nullable=False),
+            Column("is_final", BooleanType(), "watermark has passed session end + allowed lateness", nullable=False),
+            Column("updated_at", TimestampType(), "processing time of the last change", nullable=False),
+        ),
+        key=("user_id", "session_start"),
+        append_only=False,
+        zorder_by=("user_id",),
+    )
+
+
 GOLD_CORRECTIONS = Table(
     layer="gold",
     short_name="corrections",
@@ -219,8 +248,8 @@ GOLD_CORRECTIONS = Table(
     columns=(
         Column("table_name", StringType(), "gold table that changed", nullable=False),
         Column("user_id", StringType(), "key: user", nullable=False),
-        Column("window_start", TimestampType(), "key: window start", nullable=False),
-        Column("window_end", TimestampType(), "window end", nullable=False),
+        Column("window_start", TimestampType(), "key: window start (sessions: session_start)", nullable=False),
+        Column("window_end", TimestampType(), "window end (sessions: session_end)", nullable=False),
         Column("old_total_amount", MONEY, "total before the change", nullable=False),
         Column("new_total_amount", MONEY, "total after the change", nullable=False),
         Column("old_event_count", LongType(), "count before the change", nullable=False),
@@ -232,7 +261,9 @@ GOLD_CORRECTIONS = Table(
             "cause",
             StringType(),
             "stream_update (new on-time events), late_data (events behind the watermark but within the "
-            "allowed lateness), window_closed (finalized), reconciliation, replay",
+            "allowed lateness; for sessions, any change of a final one), window_closed (finalized), "
+            "session_merged (a session absorbed by an earlier one: its row is deleted, new values 0), "
+            "reconciliation, replay",
             nullable=False,
         ),
         Column("corrected_at", TimestampType(), "processing time of the change", nullable=False),
@@ -359,6 +390,7 @@ def all_tables(settings: Settings) -> list[Table]:
         SILVER_LATE_EVENTS,
         user_spend_table(settings),
         hopping_spend_table(settings),
+        user_sessions_table(settings),
         GOLD_CORRECTIONS,
         OPS_WATERMARKS,
         OPS_STREAM_PROGRESS,

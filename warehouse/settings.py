@@ -197,6 +197,8 @@ class Settings:
     #: every ``hopping_slide_minutes``; sums of whole tumbling windows, so the slide is a multiple of them.
     hopping_size_minutes: int = 60
     hopping_slide_minutes: int = 5
+    #: Session windows (``gold.user_sessions``): events at most this far apart form one session.
+    session_gap_minutes: int = 30
     watermark_delay_seconds: int = 120
     allowed_lateness_seconds: int = 60
     trigger_interval_seconds: int = 2
@@ -270,6 +272,7 @@ class Settings:
             window_minutes=_positive_int(env, "LAKEHOUSE_WINDOW_MINUTES", cls.window_minutes),
             hopping_size_minutes=_positive_int(env, "LAKEHOUSE_HOPPING_SIZE_MINUTES", size),
             hopping_slide_minutes=_positive_int(env, "LAKEHOUSE_HOPPING_SLIDE_MINUTES", slide),
+            session_gap_minutes=_positive_int(env, "LAKEHOUSE_SESSION_GAP_MINUTES", cls.session_gap_minutes),
             watermark_delay_seconds=_non_negative_int(
                 env, "LAKEHOUSE_WATERMARK_DELAY_SECONDS", cls.watermark_delay_seconds
             ),
