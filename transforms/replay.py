@@ -56,6 +56,7 @@ from warehouse.catalog import (
     SILVER_QUARANTINE,
     Table,
     hopping_spend_table,
+    user_sessions_table,
     user_spend_table,
 )
 from warehouse.delta import append_once, ensure_tables, read_table, transaction_id, transaction_version
@@ -231,6 +232,7 @@ def _swap_tables(spark: SparkSession, settings: Settings, staging: Settings, rep
     gold = user_spend_table(settings)
     _swap_windows(spark, settings, staging, report, gold, app_id, consumption_metadata(app_id, 0, silver_version))
     _swap_windows(spark, settings, staging, report, hopping_spend_table(settings), f"{app_id}:hops")
+    _swap_windows(spark, settings, staging, report, user_sessions_table(settings), f"{app_id}:sessions")
 
 
 def _swap_windows(
@@ -243,9 +245,16 @@ def _swap_windows(
     metadata: dict | None = None,
 ) -> None:
     """Swap one window table in, keeping each key's revision history (changed keys: revision + 1 and a
-    ``replay`` correction)."""
+    ``replay`` correction). Session tables are read with their bounds as window_start and window_end."""
     now = datetime.now(UTC)
-    live = read_table(spark, settings, gold).select(
+    sessions = {"session_start": "window_start", "session_end": "window_end"}
+    is_sessions = "session_start" in gold.column_names
+
+    def read(home: Settings) -> DataFrame:
+        rows = read_table(spark, home, gold)
+        return rows.withColumnsRenamed(sessions) if is_sessions else rows
+
+    live = read(settings).select(
         *KEY,
         F.col("window_end").alias("old_window_end"),
         F.col("total_amount").alias("old_total_amount"),
@@ -254,7 +263,7 @@ def _swap_windows(
         F.col("is_final").alias("old_is_final"),
         F.col("updated_at").alias("old_updated_at"),
     )
-    rebuilt = read_table(spark, staging, gold)
+    rebuilt = read(staging)
     joined = rebuilt.join(live, KEY, "full_outer")
     differs = (
         F.col("old_revision").isNull()
@@ -290,6 +299,7 @@ def _swap_windows(
         content = joined.where(F.col("revision").isNotNull()).select(
             *KEY,
             "window_end",
+            *(["last_event_time"] if is_sessions else []),
             "total_amount",
             "event_count",
             F.when(F.col("changed"), F.coalesce("old_revision", F.lit(0)) + 1)
@@ -302,6 +312,8 @@ def _swap_windows(
             .alias("updated_at"),
         )
         report.rows_swapped[gold.name] = content.count()
+        if is_sessions:
+            content = content.withColumnsRenamed({new: old for old, new in sessions.items()})
         _overwrite(spark, content, settings, gold, app_id, metadata)
     finally:
         joined.unpersist()
