@@ -9,7 +9,9 @@ revised.
 Time semantics: event time. Every silver event is folded in exactly once, by the window stream's batch
 that reads it, however late it is: the allowed lateness decides only when a session is final (the
 watermark has passed ``session_end + lateness``), and a change to a final session is a late firing
-(revision + 1, ``late_data``). So the table always equals sessionizing all of silver at once.
+(revision + 1, ``late_data``), and a session a late event extends past the watermark is open again
+(``is_final`` back to false) until the watermark passes its new end. So the table always equals
+sessionizing all of silver at once, finality included.
 
 Each batch works on intervals, not on silver: its events (``[t, t + gap)`` each) and the stored
 sessions they can touch are merged as overlapping intervals, so a batch reads only the sessions of its
@@ -168,7 +170,7 @@ def _changes(
     final = (F.col("session_end") + lateness <= F.lit(after)) if after is not None else F.lit(False)
     zero = F.lit(0).cast(MONEY)
     upserts = merged.join(olds.drop("session").withColumnRenamed("old_start", "session_start"), KEY, "left").withColumn(
-        "new_is_final", F.coalesce("old_is_final", F.lit(False)) | final
+        "new_is_final", final
     )
     values_differ = (
         F.col("old_revision").isNull()
