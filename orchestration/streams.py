@@ -27,6 +27,7 @@ from warehouse.catalog import (
     SILVER_QUARANTINE,
     Table,
     hopping_spend_table,
+    user_sessions_table,
     user_spend_table,
 )
 from warehouse.inspect import table_state
@@ -35,6 +36,7 @@ from warehouse.settings import Settings
 SETTINGS = Settings.from_env()
 GOLD = user_spend_table(SETTINGS)
 HOPPING = hopping_spend_table(SETTINGS)
+SESSIONS = user_sessions_table(SETTINGS)
 
 
 def asset_key(table: Table) -> dg.AssetKey:
@@ -155,6 +157,7 @@ def silver_events(context: dg.AssetExecutionContext, lakehouse: LakehouseResourc
     specs=[
         spec(GOLD, [SILVER_EVENTS]),
         spec(HOPPING, [GOLD]),
+        spec(SESSIONS, [SILVER_EVENTS]),
         spec(SILVER_LATE_EVENTS, [SILVER_EVENTS]),
         spec(GOLD_CORRECTIONS, [SILVER_EVENTS]),
     ],
@@ -162,7 +165,8 @@ def silver_events(context: dg.AssetExecutionContext, lakehouse: LakehouseResourc
     pool="lakehouse_gold",
 )
 def gold_windows(context: dg.AssetExecutionContext, lakehouse: LakehouseResource):
-    """Fold new silver events into per-user event-time windows; set late ones aside (availableNow)."""
+    """Fold new silver events into per-user event-time windows (tumbling, hopping, sessions); set events
+    late for their tumbling window aside (availableNow)."""
     report = _run(lakehouse, GOLD_STAGE)
     context.log.info(f"gold: {report.figures}")
     idle = advance_idle_watermark(lakehouse.spark(), lakehouse.settings())
@@ -172,6 +176,7 @@ def gold_windows(context: dg.AssetExecutionContext, lakehouse: LakehouseResource
             watermark=idle.figures["watermark"],
             watermark_lag_seconds=idle.figures["watermark_lag_seconds"],
             idle_windows_closed=idle.figures["windows_closed"],
+            idle_sessions_closed=idle.figures["sessions_closed"],
         )
     yield _materialization(
         lakehouse,
@@ -192,6 +197,12 @@ def gold_windows(context: dg.AssetExecutionContext, lakehouse: LakehouseResource
         HOPPING,
         report,
         {"rows_written": "hopping_windows_changed", "watermark": "watermark"},
+    )
+    yield _materialization(
+        lakehouse,
+        SESSIONS,
+        report,
+        {"rows_written": "sessions_changed", "idle_sessions_closed": "idle_sessions_closed", "watermark": "watermark"},
     )
     yield _materialization(lakehouse, SILVER_LATE_EVENTS, report, {"rows_written": "late", "watermark": "watermark"})
     yield _materialization(lakehouse, GOLD_CORRECTIONS, report, {"rows_written": "windows_revised"})
