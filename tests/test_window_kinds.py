@@ -9,9 +9,19 @@ import pytest
 from pyspark.sql import functions as F
 
 from tests.lines import event, land
+from transforms.firings import firing_rows
 from transforms.streams import advance_idle_watermark, run_once
 from transforms.synthetic import StreamSpec, generate_lines
-from warehouse.catalog import GOLD_CORRECTIONS, OPS_WATERMARKS, SILVER_EVENTS, SILVER_LATE_EVENTS, user_sessions_table
+from warehouse.catalog import (
+    GOLD_CORRECTIONS,
+    OPS_WATERMARKS,
+    SILVER_EVENTS,
+    SILVER_LATE_EVENTS,
+    firings_table,
+    user_sessions_table,
+    user_spend_global_table,
+    user_spend_table,
+)
 from warehouse.delta import read_table
 from warehouse.settings import WatermarkSettings
 
@@ -115,3 +125,91 @@ def test_sessions_equal_spark_session_window_over_silver_for_a_disordered_stream
     got = {k: v[:3] for k, v in sessions(spark, settings).items()}
     assert len(got) > 20, "the stream should make many sessions"
     assert got == spark_sessions(spark, settings)
+
+
+def test_firings_early_on_time_late_with_retractions_and_a_global_count_trigger(spark, settings) -> None:
+    """Window 5 min, delay 120 s, lateness 60 s; early trigger, retracting; global trigger every 3 events."""
+    settings = replace(settings, accumulation="retracting", global_trigger_count=3)
+    batches = [
+        # Watermark 10:01 - 120 s = 09:59: A's [10:00, 10:05) fires early.
+        [event("a1", "A", "2024-01-01T10:00:30Z", "1"), event("a2", "A", "2024-01-01T10:01:00Z", "2")],
+        # Watermark 10:05: A's end passed (on time, not final until 10:06); B's [10:05, 10:10) early.
+        [event("a3", "A", "2024-01-01T10:03:00Z", "4"), event("b1", "B", "2024-01-01T10:07:00Z", "1")],
+        # 10:04 is behind the watermark but within the lateness: a late firing of A. Watermark 10:18 closes
+        # A (10:06) and passes B's end and closes it (10:11): B's on-time firing is also its last.
+        [event("a4", "A", "2024-01-01T10:04:00Z", "5"), event("c1", "C", "2024-01-01T10:20:00Z", "1")],
+    ]
+    for n, lines in enumerate(batches):
+        land(settings, f"batch-{n}.jsonl", lines)
+        run_once(spark, settings)
+    firings = read_table(spark, settings, firings_table(settings)).orderBy(
+        "user_id", "revision", F.col("is_retraction").desc()
+    )
+    got = [
+        (r.user_id, r.firing, r.revision, r.is_retraction, r.total_amount, r.event_count, r.is_final)
+        for r in firings.collect()
+    ]
+    assert got == [
+        ("A", "early", 1, False, Decimal("3.00"), 2, False),
+        ("A", "on_time", 2, True, Decimal("3.00"), 2, False),
+        ("A", "on_time", 2, False, Decimal("7.00"), 3, False),
+        ("A", "late", 3, True, Decimal("7.00"), 3, True),
+        ("A", "late", 3, False, Decimal("12.00"), 4, True),
+        ("B", "early", 1, False, Decimal("1.00"), 1, False),
+        ("B", "on_time", 2, True, Decimal("1.00"), 1, True),
+        ("B", "on_time", 2, False, Decimal("1.00"), 1, True),
+        ("C", "early", 1, False, Decimal("1.00"), 1, False),
+    ]
+    # A reader adding up what it received, retractions subtracted, holds gold's values.
+    received = firings.groupBy("user_id", "window_start").agg(
+        F.sum(F.when(F.col("is_retraction"), -F.col("total_amount")).otherwise(F.col("total_amount"))).alias("t")
+    )
+    gold = {
+        (r.user_id, r.window_start): r.total_amount
+        for r in read_table(spark, settings, user_spend_table(settings)).collect()
+    }
+    assert {(r.user_id, r.window_start): r.t for r in received.collect()} == gold
+
+    # Global windows: A's third event (a3) fires the trigger with 1 + 2 + 4; a4 runs on to 4 events.
+    rows = {r.user_id: r for r in read_table(spark, settings, user_spend_global_table(settings)).collect()}
+    assert (rows["A"].event_count, rows["A"].total_amount, rows["A"].firings) == (4, Decimal("12.00"), 1)
+    assert (rows["A"].fired_event_count, rows["A"].fired_total_amount) == (3, Decimal("7.00"))
+    assert (rows["B"].event_count, rows["B"].firings, rows["B"].fired_total_amount) == (1, 0, None)
+
+
+@pytest.mark.parametrize(
+    ("trigger", "accumulation", "expected"),
+    [
+        ("early", "accumulating", ["early 3.00/2", "on_time 7.00/3", "late 12.00/4"]),
+        ("early", "discarding", ["early 3.00/2", "on_time 4.00/1", "late 5.00/1"]),
+        ("early", "retracting", ["early 3.00/2", "on_time -3.00/2", "on_time 7.00/3", "late -7.00/3", "late 12.00/4"]),
+        ("watermark", "accumulating", ["on_time 7.00/3", "late 12.00/4"]),
+        # Under the watermark trigger nothing left before the on-time firing: it carries the whole value.
+        ("watermark", "discarding", ["on_time 7.00/3", "late 5.00/1"]),
+        ("watermark", "retracting", ["on_time 7.00/3", "late -7.00/3", "late 12.00/4"]),
+    ],
+)
+def test_each_trigger_and_accumulation_mode_emits_what_the_rules_say(
+    spark, settings, trigger, accumulation, expected
+) -> None:
+    """The three changes of A's window [10:00, 10:05) from the test above, one per batch, through
+    ``firing_rows`` with the watermark before and after each batch (``-``: a retraction)."""
+    settings = replace(settings, firing_trigger=trigger, accumulation=accumulation)
+    changes = [
+        # old amount, old count, new amount, new count, revision, final, cause, watermark before, after
+        ("0.00", 0, "3.00", 2, 1, False, "stream_update", None, at("09:59:00")),
+        ("3.00", 2, "7.00", 3, 2, False, "stream_update", at("09:59:00"), at("10:05:00")),
+        ("7.00", 3, "12.00", 4, 3, True, "late_data", at("10:05:00"), at("10:18:00")),
+    ]
+    got = []
+    for old_amount, old_count, new_amount, new_count, revision, final, cause, before, after in changes:
+        row = spark.createDataFrame(
+            [("A", at("10:00:00"), at("10:05:00"), Decimal(old_amount), Decimal(new_amount), old_count, new_count,
+              False, final, revision, cause, at("12:00:00"), None)],
+            "user_id string, window_start timestamp, window_end timestamp, old_total_amount decimal(18,2), "
+            "new_total_amount decimal(18,2), old_event_count long, new_event_count long, old_is_final boolean, "
+            "new_is_final boolean, revision int, cause string, corrected_at timestamp, gold_batch long",
+        )  # fmt: skip
+        fired = firing_rows(row, settings, before, after).orderBy(F.col("is_retraction").desc()).collect()
+        got += [f"{r.firing} {'-' if r.is_retraction else ''}{r.total_amount}/{r.event_count}" for r in fired]
+    assert got == expected

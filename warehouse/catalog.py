@@ -241,6 +241,76 @@ def user_sessions_table(settings: Settings) -> Table:
     )
 
 
+def user_spend_global_table(settings: Settings) -> Table:
+    """Per user, one global window (all of time) with a count trigger; see transforms.global_windows."""
+    every = settings.global_trigger_count
+    return Table(
+        layer="gold",
+        short_name="user_spend_global",
+        description=(
+            f"Per user, one global event-time window over all of time (never final) with a count trigger: every "
+            f"{every} events it fires, emitting the accumulated count and spend at that event (fired_*); "
+            "event_count and total_amount run on between firings. Every event counts, however late."
+        ),
+        columns=(
+            Column("user_id", StringType(), "grouping key", nullable=False),
+            Column("event_count", LongType(), "the user's events so far", nullable=False),
+            Column("total_amount", MONEY, "exact sum of the user's events so far", nullable=False),
+            Column("firings", LongType(), f"times the count trigger fired (event_count // {every})", nullable=False),
+            Column("fired_event_count", LongType(), "event count at the last firing (a multiple of the trigger)"),
+            Column("fired_total_amount", MONEY, "accumulated spend the last firing emitted"),
+            Column("fired_at", TimestampType(), "processing time of the last firing"),
+            Column("updated_at", TimestampType(), "processing time of the last change", nullable=False),
+        ),
+        key=("user_id",),
+        append_only=False,
+    )
+
+
+def firings_table(settings: Settings) -> Table:
+    """What the tumbling table emits, one row per firing; see transforms.firings."""
+    spend = user_spend_table(settings)
+    return Table(
+        layer="gold",
+        short_name=f"{spend.short_name}_firings",
+        description=(
+            f"Every firing of {spend.name}'s windows as a downstream consumer receives it: trigger "
+            f"{settings.firing_trigger} (early: partial results each micro-batch; watermark: one on-time "
+            f"result), late firings as new revisions, in {settings.accumulation} mode (accumulating: the whole "
+            "value; discarding: the change since the previous firing; retracting: the previous value "
+            "retracted, then the new one)."
+        ),
+        columns=(
+            Column("user_id", StringType(), "grouping key", nullable=False),
+            Column("window_start", TimestampType(), "window start (inclusive)", nullable=False),
+            Column("window_end", TimestampType(), "window end (exclusive)", nullable=False),
+            Column(
+                "firing",
+                StringType(),
+                "early (watermark before the window's end), on_time (once, when it passes the end), late (a change "
+                "after that), closed (the allowed lateness is over: values unchanged, final)",
+                nullable=False,
+            ),
+            Column("revision", IntegerType(), "the window's revision this firing reports", nullable=False),
+            Column("is_final", BooleanType(), "the window was closed when it fired", nullable=False),
+            Column(
+                "is_retraction", BooleanType(), "retracts the previous firing's value (retracting mode)", nullable=False
+            ),
+            Column("accumulation", StringType(), "accumulating, discarding or retracting", nullable=False),
+            Column(
+                "total_amount",
+                MONEY,
+                "the firing's spend (discarding: the change since the last firing)",
+                nullable=False,
+            ),
+            Column("event_count", LongType(), "the firing's count (discarding: the change)", nullable=False),
+            Column("cause", StringType(), "why the window changed (as in gold.corrections)", nullable=False),
+            Column("fired_at", TimestampType(), "processing time of the firing", nullable=False),
+            Column("gold_batch", LongType(), "window-stage micro-batch that fired it"),
+        ),
+    )
+
+
 GOLD_CORRECTIONS = Table(
     layer="gold",
     short_name="corrections",
@@ -391,6 +461,8 @@ def all_tables(settings: Settings) -> list[Table]:
         user_spend_table(settings),
         hopping_spend_table(settings),
         user_sessions_table(settings),
+        user_spend_global_table(settings),
+        firings_table(settings),
         GOLD_CORRECTIONS,
         OPS_WATERMARKS,
         OPS_STREAM_PROGRESS,
