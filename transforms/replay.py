@@ -30,6 +30,7 @@ from delta.tables import DeltaTable
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from transforms.firings import firing_rows
 from transforms.kafka import KAFKA_STAGE, retention_gaps
 from transforms.reconcile import KEY
 from transforms.streams import (
@@ -43,7 +44,7 @@ from transforms.streams import (
     starting_version_file,
     swap_marker,
 )
-from transforms.windows import consumption_metadata, correction_rows
+from transforms.windows import consumption_metadata, correction_rows, latest_watermark
 from warehouse.catalog import (
     BRONZE_EVENTS,
     GOLD_CORRECTIONS,
@@ -55,8 +56,10 @@ from warehouse.catalog import (
     SILVER_LATE_EVENTS,
     SILVER_QUARANTINE,
     Table,
+    firings_table,
     hopping_spend_table,
     user_sessions_table,
+    user_spend_global_table,
     user_spend_table,
 )
 from warehouse.delta import append_once, ensure_tables, read_table, transaction_id, transaction_version
@@ -233,6 +236,11 @@ def _swap_tables(spark: SparkSession, settings: Settings, staging: Settings, rep
     _swap_windows(spark, settings, staging, report, gold, app_id, consumption_metadata(app_id, 0, silver_version))
     _swap_windows(spark, settings, staging, report, hopping_spend_table(settings), f"{app_id}:hops")
     _swap_windows(spark, settings, staging, report, user_sessions_table(settings), f"{app_id}:sessions")
+    # Global windows hold running values (no revisions or corrections): the rebuild's replace them.
+    global_windows = user_spend_global_table(settings)
+    content = read_table(spark, staging, global_windows)
+    report.rows_swapped[global_windows.name] = content.count()
+    _overwrite(spark, content, settings, global_windows, f"{app_id}:global")
 
 
 def _swap_windows(
@@ -295,6 +303,11 @@ def _swap_windows(
         report.gold_keys_changed += changed
         if changed:
             append_once(corrections, settings, GOLD_CORRECTIONS, app_id, 0)
+            if gold.name == user_spend_table(settings).name:
+                # A replay's changes reach consumers as late firings (the firings log itself is history).
+                watermark = latest_watermark(spark, staging, gold.name.replace(".", "_"))
+                fired = firing_rows(corrections, settings, watermark, watermark)
+                append_once(fired, settings, firings_table(settings), app_id, 0)
         # A key keeps its revision and time when the rebuild agrees with it, so readers see no change.
         content = joined.where(F.col("revision").isNotNull()).select(
             *KEY,
