@@ -26,8 +26,10 @@ from warehouse.catalog import (
     SILVER_LATE_EVENTS,
     SILVER_QUARANTINE,
     Table,
+    firings_table,
     hopping_spend_table,
     user_sessions_table,
+    user_spend_global_table,
     user_spend_table,
 )
 from warehouse.inspect import table_state
@@ -37,6 +39,8 @@ SETTINGS = Settings.from_env()
 GOLD = user_spend_table(SETTINGS)
 HOPPING = hopping_spend_table(SETTINGS)
 SESSIONS = user_sessions_table(SETTINGS)
+GLOBAL = user_spend_global_table(SETTINGS)
+FIRINGS = firings_table(SETTINGS)
 
 
 def asset_key(table: Table) -> dg.AssetKey:
@@ -158,6 +162,8 @@ def silver_events(context: dg.AssetExecutionContext, lakehouse: LakehouseResourc
         spec(GOLD, [SILVER_EVENTS]),
         spec(HOPPING, [GOLD]),
         spec(SESSIONS, [SILVER_EVENTS]),
+        spec(GLOBAL, [SILVER_EVENTS]),
+        spec(FIRINGS, [GOLD]),
         spec(SILVER_LATE_EVENTS, [SILVER_EVENTS]),
         spec(GOLD_CORRECTIONS, [SILVER_EVENTS]),
     ],
@@ -204,6 +210,8 @@ def gold_windows(context: dg.AssetExecutionContext, lakehouse: LakehouseResource
         report,
         {"rows_written": "sessions_changed", "idle_sessions_closed": "idle_sessions_closed", "watermark": "watermark"},
     )
+    yield _materialization(lakehouse, GLOBAL, report, {"rows_in": "rows_in", "firings": "global_firings"})
+    yield _materialization(lakehouse, FIRINGS, report, {"rows_written": "rows_written", "watermark": "watermark"})
     yield _materialization(lakehouse, SILVER_LATE_EVENTS, report, {"rows_written": "late", "watermark": "watermark"})
     yield _materialization(lakehouse, GOLD_CORRECTIONS, report, {"rows_written": "windows_revised"})
 
