@@ -106,3 +106,39 @@ def hopping_totals(
 
 def distinct_valid_events(lines: list[str]) -> int:
     return len({event["event_id"] for event in map(parse, lines) if event is not None})
+
+
+def first_arrivals(lines: list[str]) -> list[dict]:
+    """The valid events that count: the first arrival of each event_id, in arrival order."""
+    seen: set[str] = set()
+    events = []
+    for event in map(parse, lines):
+        if event is not None and event["event_id"] not in seen:
+            seen.add(event["event_id"])
+            events.append(event)
+    return events
+
+
+def session_totals(
+    lines: list[str], gap_minutes: int = 30
+) -> dict[tuple[str, datetime], tuple[datetime, Decimal, int]]:
+    """(user, session start) → (session end, sum, count): a user's events in event-time order, a new
+    session whenever the next event is more than the gap after the previous one; end = last + gap."""
+    gap = timedelta(minutes=gap_minutes)
+    by_user: dict[str, list[dict]] = defaultdict(list)
+    for event in first_arrivals(lines):
+        by_user[event["user_id"]].append(event)
+    sessions: dict[tuple[str, datetime], tuple[datetime, Decimal, int]] = {}
+    for user, events in by_user.items():
+        events.sort(key=lambda e: e["event_time"])
+        start, last, total, count = None, None, Decimal("0.00"), 0
+        for event in events:
+            if last is not None and event["event_time"] - last > gap:
+                sessions[(user, start)] = (last + gap, total, count)
+                start, total, count = None, Decimal("0.00"), 0
+            start = start or event["event_time"]
+            last = event["event_time"]
+            total += event["amount"]
+            count += 1
+        sessions[(user, start)] = (last + gap, total, count)
+    return sessions
