@@ -6,6 +6,7 @@ from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
 import pytest
+from deltalake import DeltaTable
 from pyspark.sql import functions as F
 
 from tests.lines import event, land
@@ -175,6 +176,12 @@ def test_firings_early_on_time_late_with_retractions_and_a_global_count_trigger(
     assert (rows["A"].event_count, rows["A"].total_amount, rows["A"].firings) == (4, Decimal("12.00"), 1)
     assert (rows["A"].fired_event_count, rows["A"].fired_total_amount) == (3, Decimal("7.00"))
     assert (rows["B"].event_count, rows["B"].firings, rows["B"].fired_total_amount) == (1, 0, None)
+
+    # Every new table is a Delta table another engine reads: delta-rs sees the same rows.
+    for table in (user_sessions_table(settings), user_spend_global_table(settings), firings_table(settings)):
+        other = DeltaTable(str(table.path(settings))).to_pyarrow_table()
+        assert other.num_rows == read_table(spark, settings, table).count() > 0
+        assert other.column_names == table.column_names
 
 
 @pytest.mark.parametrize(
