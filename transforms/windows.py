@@ -26,7 +26,7 @@ from warehouse.catalog import (
     firings_table,
     user_spend_table,
 )
-from warehouse.delta import already_written, append_all_once, materialized, merge_once, read_table
+from warehouse.delta import already_written, append_all_once, materialized, merge_once, read_table, side_by_side
 from warehouse.settings import Settings
 
 
@@ -250,17 +250,23 @@ def update_windows(
                     consumption_metadata(writer_id, batch_id, silver_version),
                     target=gold.path(settings),
                 )
-            hops = 0
-            if n_changed or after.watermark != before.watermark:
-                hops = roll_up(
-                    spark, settings, changes.select("user_id", "window_start"), after.watermark, now,
-                    "stream_update", f"{writer_id}:hops", batch_id, batch_id, before.watermark,
-                )  # fmt: skip
-            global_fired = update_global_windows(spark, settings, windowed, now, f"{writer_id}:global", batch_id)
-            # Sessions take every event of the batch, late ones included (see transforms.sessions).
-            sessions = update_sessions(
-                spark, settings, windowed, before.watermark, after.watermark, now, f"{writer_id}:sessions", batch_id,
-                batch_id,
+            panes = changes.select("user_id", "window_start")
+            moved = bool(n_changed) or after.watermark != before.watermark
+            # Three tables, each written exactly once under its own transaction id, side by side. Each in a
+            # session of its own: the transaction id of a MERGE travels in session settings.
+            hops, global_fired, sessions = side_by_side(
+                lambda: roll_up(
+                    spark.newSession(), settings, panes, after.watermark, now, "stream_update",
+                    f"{writer_id}:hops", batch_id, batch_id, before.watermark,
+                ) if moved else 0,
+                lambda: update_global_windows(
+                    spark.newSession(), settings, windowed, now, f"{writer_id}:global", batch_id
+                ),
+                # Sessions take every event of the batch, late ones included (see transforms.sessions).
+                lambda: update_sessions(
+                    spark.newSession(), settings, windowed, before.watermark, after.watermark, now,
+                    f"{writer_id}:sessions", batch_id, batch_id,
+                ),
             )  # fmt: skip
         _RECORDED[writer_id] = (batch_id, after)
     finally:

@@ -209,8 +209,8 @@ def append_all_once(writes: list[tuple[DataFrame, Table]], settings: Settings, a
 
 def side_by_side(*calls: Callable[[], Any]) -> list[Any]:
     """Run independent writes (to different tables) in threads, each in a copy of this context so a batch
-    scope travels with it; their results in order, the first failure raised. Only for writes tagged by
-    writer options (appends): ``transaction_id`` tags through session settings, which threads share."""
+    scope travels with it; their results in order, the first failure raised. ``transaction_id`` tags a
+    MERGE through session settings: calls that MERGE each need a session of their own (``newSession``)."""
     if len(calls) <= 1:
         return [call() for call in calls]
     with ThreadPoolExecutor(max_workers=len(calls)) as pool:
