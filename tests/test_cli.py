@@ -279,7 +279,13 @@ def test_status_progress_and_quiet_start(tmp_path: Path) -> None:
     before = lakehouse(home, "status", "--json")
     assert before.returncode == 0, before.stderr
     streams = {s["stream"]: s for s in json.loads(before.stdout)}
-    assert set(streams) == {"bronze_events", "silver_events", "gold_user_spend_5m", "reconcile_late_events"}
+    assert set(streams) == {
+        "bronze_events",
+        "silver_events",
+        "gold_user_spend_5m",
+        "gold_order_payments",
+        "reconcile_late_events",
+    }
     bronze = streams["bronze_events"]
     assert (bronze["backlog"], bronze["backlog_unit"], bronze["running"]) == (2, "files", False)
     assert bronze["lag_seconds"] >= 0 and bronze["last_batch"] is None
@@ -301,7 +307,7 @@ def test_status_progress_and_quiet_start(tmp_path: Path) -> None:
     assert "incubator" in spark_log.read_text() or "WARN" in spark_log.read_text()
 
     after = {s["stream"]: s for s in json.loads(lakehouse(home, "status", "--json").stdout)}
-    for name in ("bronze_events", "silver_events", "gold_user_spend_5m"):
+    for name in ("bronze_events", "silver_events", "gold_user_spend_5m", "gold_order_payments"):
         assert after[name]["backlog"] == 0 and not after[name]["running"], after[name]
         assert after[name]["last_batch"]["batch_seconds"] > 0
     progress = _delta_rows(home, "ops", "stream_progress")
@@ -312,6 +318,8 @@ def test_status_progress_and_quiet_start(tmp_path: Path) -> None:
         "bronze_events": len(lines),
         "silver_events": len(lines),
         "gold_user_spend_5m": distinct_valid_events(lines),
+        # The join reads silver twice (orders, payments): Spark counts each row once per read.
+        "gold_order_payments": 2 * distinct_valid_events(lines),
     }
     assert len({(r["stream"], r["batch_id"]) for r in progress}) == len(progress)
     assert all(r["watermark"] is not None for r in progress if r["stream"] == "gold_user_spend_5m")
