@@ -103,8 +103,8 @@ def match_payments(orders: DataFrame, payments: DataFrame) -> DataFrame:
 
 
 def pair_orders_with_payments(order_source: DataFrame, payment_source: DataFrame, settings: Settings) -> DataFrame:
-    """The streaming join over two reads of silver.events, one per side. Spark counts a batch's silver rows
-    once per read (``rows_in`` of ops.stream_progress is twice the silver rows)."""
+    """The streaming join over two reads of silver.events, one per side. The event-type filters reach the
+    scans (Delta file skipping, Parquet row groups), so Spark's input rows are what the two scans return."""
     return match_payments(order_events(order_source, settings), payment_events(payment_source, settings))
 
 
