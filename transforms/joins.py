@@ -26,7 +26,7 @@ Time semantics (event time throughout; processing time only stamps ``joined_at``
   idle-advancing watermark policies apply to the window stream only, not to this join.
 
 State stays bounded by the time-range condition: an order is kept until ``watermark > order_time + 15
-min``, a payment until ``watermark >= payment_time`` (no later order can still match it).
+min``, a payment until ``watermark > payment_time`` (no later order can still match it).
 """
 
 import json
