@@ -21,6 +21,7 @@ from warehouse.catalog import (
     OPS_RECONCILIATIONS,
     OPS_STREAM_PROGRESS,
     OPS_WATERMARKS,
+    ORDER_PAYMENTS,
     SILVER_DUPLICATES,
     SILVER_EVENTS,
     SILVER_LATE_EVENTS,
@@ -162,6 +163,7 @@ def test_batch_rerun_after_crash_writes_nothing_twice(
         user_spend_table(settings).name: 5,
         hopping_spend_table(settings).name: len(hopping_totals(windows_now(spark, settings))),
         GOLD_CORRECTIONS.name: rows_of(spark, settings, GOLD_CORRECTIONS),  # checked table by table below
+        ORDER_PAYMENTS.name: 0,  # no orders or payments
         OPS_WATERMARKS.name: 2,
         OPS_STREAM_PROGRESS.name: 0,  # no stream ran: the batch functions were called directly
         OPS_RECONCILIATIONS.name: 0,

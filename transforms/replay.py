@@ -7,6 +7,9 @@
    revision history: a key whose values changed gets revision + 1 and a ``replay`` correction.
 3. The stream checkpoints are reset to match: silver continues from the staging silver's position in
    bronze; gold and reconcile start after the swap commits of their sources.
+4. The orders ⋈ payments join keeps Spark state (pending orders and payments, its watermark) that must
+   describe the live silver, so it is rebuilt last, from the swapped-in live silver on a fresh checkpoint
+   (``_rebuild_order_payments``), and its table and checkpoint replace the live ones.
 
 A marker file spans the swap; while it exists every stream refuses to start, and a new replay (which
 derives everything from bronze again) completes the job.
@@ -31,6 +34,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from transforms.firings import firing_rows
+from transforms.joins import ORDER_PAYMENTS_STAGE
 from transforms.kafka import KAFKA_STAGE, retention_gaps
 from transforms.reconcile import KEY
 from transforms.streams import (
@@ -40,6 +44,7 @@ from transforms.streams import (
     reconcile_stage,
     run_stage_once,
     source_stage,
+    stage_named,
     stages,
     starting_version_file,
     swap_marker,
@@ -51,6 +56,7 @@ from warehouse.catalog import (
     MONEY,
     OPS_STREAM_PROGRESS,
     OPS_WATERMARKS,
+    ORDER_PAYMENTS,
     SILVER_DUPLICATES,
     SILVER_EVENTS,
     SILVER_LATE_EVENTS,
@@ -118,12 +124,14 @@ def run_replay(
             starting_version_file(staging, "silver_events").write_text(str(from_version))
         prepare(spark, staging)
         for stage in [*stages(staging)[1:], reconcile_stage(staging)]:
-            report.streams.append(run_stage_once(spark, staging, stage, listener))
+            if stage.name not in REBUILT_AFTER_SWAP:
+                report.streams.append(run_stage_once(spark, staging, stage, listener))
 
         marker = swap_marker(settings)
         marker.write_text(json.dumps({"stamp": stamp}))
         _swap_tables(spark, settings, staging, report)
         _reset_checkpoints(spark, settings, staging)
+        _rebuild_order_payments(spark, settings, staging, report, listener)
         marker.unlink()
         shutil.rmtree(staging.home, ignore_errors=True)
     report.seconds = time.monotonic() - started
@@ -330,6 +338,47 @@ def _swap_windows(
         _overwrite(spark, content, settings, gold, app_id, metadata)
     finally:
         joined.unpersist()
+
+
+#: Stateful streams rebuilt after the swap rather than in staging: a checkpoint's Delta offsets name the
+#: table they read (its id), so one built over the staging silver could not go on reading the live silver;
+#: starting after the swap commit instead (as gold does) would lose the state it had built.
+REBUILT_AFTER_SWAP = frozenset({ORDER_PAYMENTS_STAGE})
+
+
+def _rebuild_order_payments(
+    spark: SparkSession,
+    settings: Settings,
+    staging: Settings,
+    report: ReplayReport,
+    listener: Callable[[StageReport, dict[str, float]], None] | None,
+) -> None:
+    """Rebuild gold.order_payments and its join state from the live silver just swapped in.
+
+    A fresh join stream reads the live silver (through a link, as the staging streams read bronze) into a
+    table of its own: its first batch is silver's whole snapshot (a Delta stream with no starting version),
+    so nothing is late, every pair within the bound is written, and orders whose bound the watermark has
+    passed come out ``unpaid``. Its content replaces the live table in one commit, and its checkpoint (same
+    source table id, offsets just after the swap commit, the state of orders still waiting) replaces the
+    live one, so the live stream goes on from there without writing any row twice.
+    """
+    rebuilt = replace(settings, home=staging.home / "order_payments")
+    rebuilt.ensure_home()
+    link = SILVER_EVENTS.path(rebuilt)
+    link.parent.mkdir(parents=True, exist_ok=True)
+    link.symlink_to(SILVER_EVENTS.path(settings), target_is_directory=True)
+    ensure_tables(spark, rebuilt, [ORDER_PAYMENTS])
+    report.streams.append(run_stage_once(spark, rebuilt, stage_named(rebuilt, ORDER_PAYMENTS_STAGE), listener))
+    content = read_table(spark, rebuilt, ORDER_PAYMENTS)
+    report.rows_swapped[ORDER_PAYMENTS.name] = content.count()
+    _overwrite(spark, content, settings, ORDER_PAYMENTS, f"lakehouse:replay:{report.stamp}:order_payments")
+    live = settings.checkpoints_dir / ORDER_PAYMENTS_STAGE
+    if live.exists():
+        retired = staging.home / "retired-checkpoints"
+        retired.mkdir(parents=True, exist_ok=True)
+        shutil.move(str(live), str(retired / ORDER_PAYMENTS_STAGE))
+    starting_version_file(settings, ORDER_PAYMENTS_STAGE).unlink(missing_ok=True)
+    shutil.move(str(rebuilt.checkpoints_dir / ORDER_PAYMENTS_STAGE), str(live))
 
 
 def _reset_checkpoints(spark: SparkSession, settings: Settings, staging: Settings) -> None:

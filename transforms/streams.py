@@ -21,6 +21,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
 from transforms.bronze import LANDING_STAGE, land_lines
+from transforms.joins import ORDER_PAYMENTS_STAGE, pair_orders_with_payments, record_order_payments
 from transforms.kafka import KAFKA_STAGE, land_kafka_messages, partition_lag, read_kafka
 from transforms.landing import read_landing
 from transforms.progress import (
@@ -169,8 +170,8 @@ def source_stage(source: str) -> Stage:
 
 
 def stages(settings: Settings, source: str = "landing") -> list[Stage]:
-    """The pipeline's arrows in order, from ``source`` into bronze, then silver, then gold; each stage's
-    name is also its checkpoint folder's name."""
+    """The pipeline's arrows in order, from ``source`` into bronze, then silver, then gold (the windows,
+    then orders joined with payments); each stage's name is also its checkpoint folder's name."""
     gold_name = user_spend_table(settings).name.replace(".", "_")
 
     def windows(df: DataFrame, batch_id: int, s: Settings, writer: str) -> dict[str, float]:
@@ -183,7 +184,15 @@ def stages(settings: Settings, source: str = "landing") -> list[Stage]:
             "silver_events", _read_delta(BRONZE_EVENTS.name, "silver_events"), refine_events, source=BRONZE_EVENTS.name
         ),
         Stage(gold_name, _read_delta(SILVER_EVENTS.name, gold_name), windows, GOLD_LOCK, SILVER_EVENTS.name),
+        Stage(ORDER_PAYMENTS_STAGE, _read_order_payments, record_order_payments, source=SILVER_EVENTS.name),
     ]
+
+
+def _read_order_payments(spark: SparkSession, settings: Settings) -> DataFrame:
+    """Orders ⋈ payments: two streaming reads of silver.events in one query, one per side of the join
+    (Spark would make a self-join of one read into two sources anyway), each side with its own watermark."""
+    read = _read_delta(SILVER_EVENTS.name, ORDER_PAYMENTS_STAGE)
+    return pair_orders_with_payments(read(spark, settings), read(spark, settings), settings)
 
 
 RECONCILE_STAGE = "reconcile_late_events"

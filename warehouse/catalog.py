@@ -341,6 +341,48 @@ GOLD_CORRECTIONS = Table(
     ),
 )
 
+#: How long after an order a payment still settles it (inclusive); gold.order_payments' bound.
+ORDER_PAYMENT_BOUND_MINUTES = 15
+
+ORDER_PAYMENTS = Table(
+    layer="gold",
+    short_name="order_payments",
+    description=(
+        "Orders joined with their payments by order_id (Spark stream-stream join, left outer): one `paid` row "
+        "per (order, payment) pair whose payment event time lies in [order_time, order_time + "
+        f"{ORDER_PAYMENT_BOUND_MINUTES} min] (inclusive; earlier payments do not count), written when the pair "
+        "meets; one `unpaid` row per order without such a payment, written once when the join's watermark "
+        f"(min over both sides of max event time - watermark delay) passes order_time + {ORDER_PAYMENT_BOUND_MINUTES} "
+        "min. Append-only. Orders or payments arriving behind the join's watermark are dropped by Spark (see "
+        "ops.stream_progress late)."
+    ),
+    columns=(
+        Column("order_id", StringType(), "join key: the order_id both events carry", nullable=False),
+        Column("user_id", StringType(), "the order event's user", nullable=False),
+        Column("order_event_id", StringType(), "event_id of the order event", nullable=False),
+        Column("order_time", TimestampType(), "event time of the order (UTC)", nullable=False),
+        Column("order_amount", MONEY, "the order event's amount", nullable=False),
+        Column("payment_event_id", StringType(), "event_id of the matched payment (null when unpaid)"),
+        Column(
+            "payment_time",
+            TimestampType(),
+            f"event time of the payment, within [order_time, order_time + {ORDER_PAYMENT_BOUND_MINUTES} min] "
+            "(null when unpaid)",
+        ),
+        Column("payment_amount", MONEY, "the payment event's amount (null when unpaid)"),
+        Column(
+            "status",
+            StringType(),
+            "paid (a matched pair) or unpaid (no payment within the bound once the watermark passed it)",
+            nullable=False,
+        ),
+        Column("joined_at", TimestampType(), "processing time the row was written", nullable=False),
+        Column("join_batch", LongType(), "micro-batch of the join stream that wrote the row", nullable=False),
+    ),
+    key=("order_id", "order_event_id", "payment_event_id"),
+)
+
+
 OPS_WATERMARKS = Table(
     layer="ops",
     short_name="watermarks",
@@ -385,7 +427,9 @@ OPS_STREAM_PROGRESS = Table(
         Column("batch_seconds", DoubleType(), "wall-clock seconds of the whole trigger"),
         Column("write_seconds", DoubleType(), "seconds inside the batch function (transform and writes)"),
         Column("watermark", TimestampType(), "event-time watermark after the batch (windowing streams)"),
-        Column("late", LongType(), "events set aside as too late by the batch"),
+        Column(
+            "late", LongType(), "events set aside as too late by the batch (a Spark join: rows its watermark dropped)"
+        ),
         Column("quarantined", LongType(), "lines quarantined by the batch"),
         Column("duplicates", LongType(), "duplicate arrivals found by the batch"),
         Column("state_rows", LongType(), "rows held in Spark state stores after the batch"),
@@ -464,6 +508,7 @@ def all_tables(settings: Settings) -> list[Table]:
         user_spend_global_table(settings),
         firings_table(settings),
         GOLD_CORRECTIONS,
+        ORDER_PAYMENTS,
         OPS_WATERMARKS,
         OPS_STREAM_PROGRESS,
         OPS_RECONCILIATIONS,
