@@ -28,7 +28,10 @@ from warehouse.catalog import (
     SILVER_QUARANTINE,
     Table,
     all_tables,
+    firings_table,
     hopping_spend_table,
+    user_sessions_table,
+    user_spend_global_table,
     user_spend_table,
 )
 from warehouse.delta import batch_scope, table_version
@@ -163,6 +166,11 @@ def test_batch_rerun_after_crash_writes_nothing_twice(
         user_spend_table(settings).name: 5,
         hopping_spend_table(settings).name: len(hopping_totals(windows_now(spark, settings))),
         GOLD_CORRECTIONS.name: rows_of(spark, settings, GOLD_CORRECTIONS),  # checked table by table below
+        user_sessions_table(settings).name: 2,  # A and B each one session (every gap under 30 min)
+        user_spend_global_table(settings).name: 2,
+        # Batch 0: four first writes (A and B at 10:00 on time and final, the others early); batch 1: B 10:15
+        # and A 10:20 on time (their ends passed 10:28), A 10:30 early. Each once, however often re-run.
+        firings_table(settings).name: 7,
         ORDER_PAYMENTS.name: 0,  # no orders or payments
         OPS_WATERMARKS.name: 2,
         OPS_STREAM_PROGRESS.name: 0,  # no stream ran: the batch functions were called directly
@@ -195,6 +203,11 @@ def test_batch_rerun_after_crash_writes_nothing_twice(
         for r in read(spark, settings, hopping_spend_table(settings)).collect()
     }
     assert hours == hopping_totals(windows_now(spark, settings))
+    sessions = {
+        r.user_id: (r.total_amount, r.event_count)
+        for r in read(spark, settings, user_sessions_table(settings)).collect()
+    }
+    assert sessions == {"A": (Decimal("22.00"), 5), "B": (Decimal("6.75"), 3)}  # a4, late for its window, too
 
 
 def windows_now(spark: SparkSession, settings: Settings) -> dict:
