@@ -8,6 +8,7 @@ stable metadata keys so the UI plots them over time.
 import dagster as dg
 
 from orchestration.resources import KafkaSourceResource, LakehouseResource
+from transforms.joins import ORDER_PAYMENTS_STAGE
 from transforms.streams import (
     StageReport,
     advance_idle_watermark,
@@ -21,6 +22,7 @@ from transforms.streams import (
 from warehouse.catalog import (
     BRONZE_EVENTS,
     GOLD_CORRECTIONS,
+    ORDER_PAYMENTS,
     SILVER_DUPLICATES,
     SILVER_EVENTS,
     SILVER_LATE_EVENTS,
@@ -216,11 +218,26 @@ def gold_windows(context: dg.AssetExecutionContext, lakehouse: LakehouseResource
     yield _materialization(lakehouse, GOLD_CORRECTIONS, report, {"rows_written": "windows_revised"})
 
 
+@dg.multi_asset(specs=[spec(ORDER_PAYMENTS, [SILVER_EVENTS])], name="join_orders_payments", pool="lakehouse_join")
+def order_payments(context: dg.AssetExecutionContext, lakehouse: LakehouseResource) -> dg.MaterializeResult:
+    """Join new orders with their payments within 15 minutes of event time; emit unpaid orders once the
+    watermark passes their bound (availableNow)."""
+    report = _run(lakehouse, ORDER_PAYMENTS_STAGE)
+    context.log.info(f"order payments: {report.figures}")
+    return _materialization(
+        lakehouse,
+        ORDER_PAYMENTS,
+        report,
+        {"rows_in": "rows_in", "rows_written": "rows_written", "paid": "paid", "unpaid": "unpaid",
+         "watermark": "watermark"},
+    )  # fmt: skip
+
+
 streams_job = dg.define_asset_job(
     "lakehouse_once",
     # Conservation (orchestration.quality) is the one check every run pays for: it is blocking, and gold
     # must not fold a silver batch that lost or invented lines. The other suites run in data_quality.
-    selection=dg.AssetSelection.assets(bronze_events, silver_events, gold_windows).without_checks()
+    selection=dg.AssetSelection.assets(bronze_events, silver_events, gold_windows, order_payments).without_checks()
     | dg.AssetSelection.checks(dg.AssetCheckKey(asset_key(SILVER_EVENTS), "conservation")),
     description="Run every stream once (availableNow), checking conservation: landing → bronze → silver → gold.",
 )
@@ -273,7 +290,7 @@ def landing_sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult | dg.
 
 
 defs = dg.Definitions(
-    assets=[bronze_events, silver_events, gold_windows],
+    assets=[bronze_events, silver_events, gold_windows, order_payments],
     jobs=[streams_job],
     sensors=[landing_sensor],
 )

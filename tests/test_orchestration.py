@@ -35,6 +35,7 @@ EXPECTED_KEYS = {
     "gold/user_sessions",
     "gold/user_spend_global",
     "gold/user_spend_5m_firings",
+    "gold/order_payments",
     "gold/corrections",
     "maintenance/tables",
 }
