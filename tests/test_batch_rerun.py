@@ -17,6 +17,8 @@ from transforms.windows import update_windows
 from warehouse.catalog import (
     BRONZE_EVENTS,
     GOLD_CORRECTIONS,
+    GOLD_FRAUD_ALERTS,
+    GOLD_UNIQUE_URLS,
     OPS_DQ_RESULTS,
     OPS_RECONCILIATIONS,
     OPS_STREAM_PROGRESS,
@@ -162,6 +164,8 @@ def test_batch_rerun_after_crash_writes_nothing_twice(
         user_spend_table(settings).name: 5,
         hopping_spend_table(settings).name: len(hopping_totals(windows_now(spark, settings))),
         GOLD_CORRECTIONS.name: rows_of(spark, settings, GOLD_CORRECTIONS),  # checked table by table below
+        GOLD_UNIQUE_URLS.name: 0,  # the keyed streams did not run
+        GOLD_FRAUD_ALERTS.name: 0,
         OPS_WATERMARKS.name: 2,
         OPS_STREAM_PROGRESS.name: 0,  # no stream ran: the batch functions were called directly
         OPS_RECONCILIATIONS.name: 0,

@@ -279,7 +279,14 @@ def test_status_progress_and_quiet_start(tmp_path: Path) -> None:
     before = lakehouse(home, "status", "--json")
     assert before.returncode == 0, before.stderr
     streams = {s["stream"]: s for s in json.loads(before.stdout)}
-    assert set(streams) == {"bronze_events", "silver_events", "gold_user_spend_5m", "reconcile_late_events"}
+    assert set(streams) == {
+        "bronze_events",
+        "silver_events",
+        "gold_user_spend_5m",
+        "gold_fraud_alerts",
+        "gold_unique_urls",
+        "reconcile_late_events",
+    }
     bronze = streams["bronze_events"]
     assert (bronze["backlog"], bronze["backlog_unit"], bronze["running"]) == (2, "files", False)
     assert bronze["lag_seconds"] >= 0 and bronze["last_batch"] is None
@@ -312,6 +319,9 @@ def test_status_progress_and_quiet_start(tmp_path: Path) -> None:
         "bronze_events": len(lines),
         "silver_events": len(lines),
         "gold_user_spend_5m": distinct_valid_events(lines),
+        # The keyed streams read every silver event (Spark's input rows, before their own filters).
+        "gold_fraud_alerts": distinct_valid_events(lines),
+        "gold_unique_urls": distinct_valid_events(lines),
     }
     assert len({(r["stream"], r["batch_id"]) for r in progress}) == len(progress)
     assert all(r["watermark"] is not None for r in progress if r["stream"] == "gold_user_spend_5m")
