@@ -15,6 +15,7 @@ from pyspark.sql import functions as F
 import transforms.keyed_state
 from tests.lines import land
 from transforms.bronze import LANDING_STAGE
+from transforms.keyed_state import Purchase, PurchaseHistory, judge_purchase
 from transforms.replay import run_replay
 from transforms.streams import (
     FRAUD_STAGE,
@@ -227,3 +228,27 @@ def test_replay_rebuilds_the_keyed_tables_and_their_streams_keep_the_state(spark
         "large_amount:b4": ("large_amount", "B", Decimal("1.0000"), ["b1", "b2", "b3", "b4"]),
     }
     assert counts(spark, settings) == {"K": (2, at(1, "12:02:00"), 2)}
+
+
+def test_the_fraud_rules_by_themselves() -> None:
+    """``judge_purchase`` without Spark: the boundaries of both rules."""
+    minute = 60_000_000
+
+    def p(event_id: str, at_minutes: float, cents: int) -> Purchase:
+        return Purchase(event_id, int(at_minutes * minute), cents)
+
+    def judge(new: Purchase, *earlier: Purchase) -> list[tuple]:
+        return [(f.rule, f.evidence, f.running_mean) for f in judge_purchase(new, PurchaseHistory(earlier))]
+
+    assert judge(p("x", 0, 100_000)) == []  # a first purchase
+    assert judge(p("x", 60, 1000), p("a", 0, 100)) == [("large_amount", ("a", "x"), Decimal("1.0000"))]
+    assert judge(p("x", 60.001, 1000), p("a", 0, 100)) == []  # the hour is [t - 1 h, t]
+    assert judge(p("x", 10, 1000), p("a", 0, 0)) == []  # a mean of zero makes nothing large
+    assert judge(p("x", 10, 1000), p("a", 0, 100), p("b", 5, -100)) == []
+    # Mean of 1.00 and 2.00 is 1.50: 15.00 is exactly 10x; the mean is kept to 4 places, half-even.
+    assert judge(p("x", 10, 1500), p("a", 0, 100), p("b", 5, 200))[0][2] == Decimal("1.5000")
+    assert judge(p("x", 10, 1000), p("a", 0, 100), p("b", 5, 200)) == []
+    third = p("c", 1, 100)
+    assert judge(third, p("a", 0, 100), p("b", 0.5, 100)) == [("burst", ("a", "b", "c"), None)]
+    # A fourth within the minute is a burst too; purchases later in event time that arrived earlier count.
+    assert judge(p("d", 0.75, 100), p("a", 0, 100), p("b", 0.5, 100), third) == [("burst", ("a", "b", "d", "c"), None)]

@@ -125,13 +125,16 @@ class DistinctUrlCounter(StatefulProcessor):
         self.shown = handle.getValueState("shown", "unique_urls long, urls_in_state long, newest long, emitted long")
 
     def handleInputRows(self, key: Any, rows: Iterator[Row], timerValues: TimerValues) -> Iterator[Row]:
-        newest = self._shown()[2]
+        latest: dict[str, int] = {}
         for row in rows:
             at = micros(row.event_time)
-            stored = self.last_click.getValue((row.url,))
+            latest[row.url] = max(at, latest.get(row.url, at))
+        # One state look-up per URL, not per click: each one is a round trip to the JVM's state store.
+        for url, at in latest.items():
+            stored = self.last_click.getValue((url,))
             if stored is None or at > stored[0]:
-                self.last_click.updateValue((row.url,), (at,))
-            newest = max(newest, at)
+                self.last_click.updateValue((url,), (at,))
+        newest = max([self._shown()[2], *latest.values()])
         return self._report(key[0], newest, newest, timerValues)
 
     def handleExpiredTimer(
@@ -164,7 +167,8 @@ class DistinctUrlCounter(StatefulProcessor):
             self.handle.registerTimer(expiry)
         shown_count, shown_held, _, emitted = self._shown()
         if (count, len(clicks)) == (shown_count, shown_held):
-            self.shown.update((shown_count, shown_held, newest, emitted))
+            if clicks:
+                self.shown.update((shown_count, shown_held, newest, emitted))
             return iter([])
         row = Row(
             user_id=user,
