@@ -17,6 +17,8 @@ from transforms.windows import update_windows
 from warehouse.catalog import (
     BRONZE_EVENTS,
     GOLD_CORRECTIONS,
+    GOLD_FRAUD_ALERTS,
+    GOLD_UNIQUE_URLS,
     OPS_DQ_RESULTS,
     OPS_RECONCILIATIONS,
     OPS_STREAM_PROGRESS,
@@ -172,6 +174,8 @@ def test_batch_rerun_after_crash_writes_nothing_twice(
         # and A 10:20 on time (their ends passed 10:28), A 10:30 early. Each once, however often re-run.
         firings_table(settings).name: 7,
         ORDER_PAYMENTS.name: 0,  # no orders or payments
+        GOLD_UNIQUE_URLS.name: 0,  # the keyed streams did not run
+        GOLD_FRAUD_ALERTS.name: 0,
         OPS_WATERMARKS.name: 2,
         OPS_STREAM_PROGRESS.name: 0,  # no stream ran: the batch functions were called directly
         OPS_RECONCILIATIONS.name: 0,

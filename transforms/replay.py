@@ -29,6 +29,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
+import deltalake
 from delta.tables import DeltaTable
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -40,6 +41,8 @@ from transforms.reconcile import KEY
 from transforms.streams import (
     RECONCILE_STAGE,
     StageReport,
+    committed_batches,
+    keyed_stages,
     prepare,
     reconcile_stage,
     run_stage_once,
@@ -53,6 +56,8 @@ from transforms.windows import consumption_metadata, correction_rows, latest_wat
 from warehouse.catalog import (
     BRONZE_EVENTS,
     GOLD_CORRECTIONS,
+    GOLD_FRAUD_ALERTS,
+    GOLD_UNIQUE_URLS,
     MONEY,
     OPS_STREAM_PROGRESS,
     OPS_WATERMARKS,
@@ -249,6 +254,32 @@ def _swap_tables(spark: SparkSession, settings: Settings, staging: Settings, rep
     content = read_table(spark, staging, global_windows)
     report.rows_swapped[global_windows.name] = content.count()
     _overwrite(spark, content, settings, global_windows, f"{app_id}:global")
+    _swap_keyed(spark, settings, staging, report, app_id)
+
+
+def _swap_keyed(spark: SparkSession, settings: Settings, staging: Settings, report: ReplayReport, app_id: str) -> None:
+    """Swap in the keyed streams' tables. A row the rebuild agrees with keeps its processing time
+    (``updated_at``, ``detected_at``), so a replay that changes nothing shows no change to readers."""
+    live_counts = read_table(spark, settings, GOLD_UNIQUE_URLS).select(
+        "user_id",
+        "unique_urls",
+        "window_end",
+        "urls_in_state",
+        F.col("updated_at").alias("live_updated_at"),
+    )
+    counts = read_table(spark, staging, GOLD_UNIQUE_URLS).join(
+        live_counts, ["user_id", "unique_urls", "window_end", "urls_in_state"], "left"
+    )
+    counts = counts.withColumn("updated_at", F.coalesce("live_updated_at", "updated_at"))
+    live_alerts = read_table(spark, settings, GOLD_FRAUD_ALERTS).select(
+        "alert_id", F.col("detected_at").alias("live_detected_at")
+    )
+    alerts = read_table(spark, staging, GOLD_FRAUD_ALERTS).join(live_alerts, "alert_id", "left")
+    alerts = alerts.withColumn("detected_at", F.coalesce("live_detected_at", "detected_at"))
+    for table, content in ((GOLD_UNIQUE_URLS, counts), (GOLD_FRAUD_ALERTS, alerts)):
+        content = content.select(*table.column_names).localCheckpoint(eager=True)
+        report.rows_swapped[table.name] = content.count()
+        _overwrite(spark, content, settings, table, app_id)
 
 
 def _swap_windows(
@@ -382,16 +413,89 @@ def _rebuild_order_payments(
 
 
 def _reset_checkpoints(spark: SparkSession, settings: Settings, staging: Settings) -> None:
-    """Silver continues where the staging silver stopped in bronze; gold and reconcile start after the swap."""
+    """Silver continues where the staging silver stopped in bronze; gold and reconcile start after the swap;
+    the keyed streams keep the state their staging runs built and go on after the swap too."""
     gold_stage = stages(settings)[2].name
+    keyed = [stage.name for stage in keyed_stages()]
     retired = staging.home / "retired-checkpoints"
     retired.mkdir(parents=True, exist_ok=True)
-    for name in ("silver_events", gold_stage, RECONCILE_STAGE):
+    for name in ("silver_events", gold_stage, RECONCILE_STAGE, *keyed):
         live = settings.checkpoints_dir / name
         if live.exists():
             shutil.move(str(live), str(retired / name))
         starting_version_file(settings, name).unlink(missing_ok=True)
     shutil.move(str(staging.checkpoints_dir / "silver_events"), str(settings.checkpoints_dir / "silver_events"))
-    for name, source in ((gold_stage, SILVER_EVENTS), (RECONCILE_STAGE, SILVER_LATE_EVENTS)):
-        version = int(DeltaTable.forPath(spark, str(source.path(settings))).history(1).select("version").first()[0])
+    silver_version = _latest_version(spark, settings, SILVER_EVENTS)
+    for name, version in (
+        (gold_stage, silver_version),
+        (RECONCILE_STAGE, _latest_version(spark, settings, SILVER_LATE_EVENTS)),
+    ):
         starting_version_file(settings, name).write_text(str(version + 1))
+    silver_id = deltalake.DeltaTable(str(SILVER_EVENTS.path(settings))).metadata().id
+    for name in keyed:
+        built = staging.checkpoints_dir / name
+        if committed_batches(built):
+            live = settings.checkpoints_dir / name
+            move_checkpoint(built, live)
+            continue_after(live, silver_id, silver_version)
+        else:
+            starting_version_file(settings, name).write_text(str(silver_version + 1))
+
+
+def _latest_version(spark: SparkSession, settings: Settings, table: Table) -> int:
+    return int(DeltaTable.forPath(spark, str(table.path(settings))).history(1).select("version").first()[0])
+
+
+def move_checkpoint(source: Path, target: Path) -> None:
+    """Move a stream's checkpoint folder, state store included.
+
+    A stateful operator's metadata (``state/<op>/_metadata/v2/<batch>``, written by transformWithState)
+    names its state schema files by absolute path; left as they are, the moved query fails at its next start
+    ("File …/_stateSchema/… does not exist") once the old folder is gone. They are pointed at the new place.
+    """
+    shutil.move(str(source), str(target))
+    for entry in target.glob("state/*/_metadata/v2/*"):
+        if entry.name.startswith(".") or not entry.is_file():
+            continue
+        lines = entry.read_text().splitlines()
+        metadata = json.loads(lines[1])
+        for store in metadata.get("stateStoreInfo", []):
+            store["stateSchemaFilePaths"] = [
+                f"file:{target.resolve()}{path[path.rindex('/state/') :]}"
+                for path in store.get("stateSchemaFilePaths", [])
+            ]
+        lines[1] = json.dumps(metadata, separators=(",", ":"))
+        _rewrite(entry, lines)
+
+
+def continue_after(checkpoint: Path, table_id: str, version: int) -> None:
+    """Point a finished checkpoint of a stream reading a Delta table at another table (``table_id``), right
+    after its ``version``: the stream's state (Spark's state store) and watermark stay as they are.
+
+    A keyed stream's state is what it has seen of silver; the staging stream saw all of the rebuilt silver,
+    which the swap commit (``version``) put in place of the live one's rows. Only the source positions
+    change, in the newest offset entry and the one before it: on restart Spark asks the source for the
+    newest committed batch again (from the entry before to the newest, now an empty range), then goes on
+    from the newest.
+    """
+    newest = committed_batches(checkpoint)[-1]
+    for batch_id in (newest - 1, newest):
+        entry = checkpoint / "offsets" / str(batch_id)
+        if not entry.exists():
+            continue
+        lines = entry.read_text().splitlines()
+        offset = json.loads(lines[2])
+        # Delta's offset is the position after the last file read; index -1 at a version means none of it yet.
+        offset.update(reservoirId=table_id, reservoirVersion=version + 1, index=-1, isStartingVersion=False)
+        lines[2] = json.dumps(offset, separators=(",", ":"))
+        _rewrite(entry, lines)
+
+
+def _rewrite(entry: Path, lines: list[str]) -> None:
+    """Replace a checkpoint file's content atomically (a rename)."""
+    partial = entry.with_name(f".{entry.name}.rewrite")
+    partial.write_text("\n".join(lines))
+    # Hadoop's local file system checks a file against its ``.<name>.crc`` when one exists; without it,
+    # the file is read unchecked. The old checksum would fail the new content.
+    entry.with_name(f".{entry.name}.crc").unlink(missing_ok=True)
+    partial.replace(entry)

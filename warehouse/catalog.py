@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pyspark.sql.types import (
+    ArrayType,
     BooleanType,
     DataType,
     DateType,
@@ -382,6 +383,76 @@ ORDER_PAYMENTS = Table(
     key=("order_id", "order_event_id", "payment_event_id"),
 )
 
+GOLD_UNIQUE_URLS = Table(
+    layer="gold",
+    short_name="unique_urls",
+    description=(
+        "Per user, the number of distinct URLs clicked in the 24 hours of event time up to window_end: a "
+        "URL counts while its last click is in (window_end - 24 h, window_end]. Kept by a stateful stream "
+        "(transformWithState) over silver.events clicks; a URL leaves the count 24 h of event time after its "
+        "last click, once the stream's watermark (newest event time - the watermark delay) passes that "
+        "instant. One row per user, replaced by a MERGE whenever the count changes (down to 0 on expiry)."
+    ),
+    columns=(
+        Column("user_id", StringType(), "key", nullable=False),
+        Column(
+            "unique_urls", LongType(), "distinct URLs with a click in (window_end - 24 h, window_end]", nullable=False
+        ),
+        Column(
+            "window_end",
+            TimestampType(),
+            "the event-time instant the count refers to: the user's newest click, or the expiry instant "
+            "(last click + 24 h) that lowered it",
+            nullable=False,
+        ),
+        Column(
+            "urls_in_state",
+            LongType(),
+            "URLs the stream still holds for the user (kept until the watermark passes their expiry)",
+            nullable=False,
+        ),
+        Column(
+            "updated_at", TimestampType(), "processing time of the micro-batch that changed the row", nullable=False
+        ),
+    ),
+    key=("user_id",),
+    append_only=False,
+    zorder_by=("user_id",),
+)
+
+GOLD_FRAUD_ALERTS = Table(
+    layer="gold",
+    short_name="fraud_alerts",
+    description=(
+        "Purchases flagged on arrival by a stateful stream (transformWithState) over silver.events, each "
+        "judged against the same user's purchases that arrived before it: large_amount when its amount is at "
+        "least 10x the mean of those in the hour of event time up to it ([t - 1 h, t], at least one), burst "
+        "when it makes 3 or more purchases within 60 s of event time. Purchases behind the stream's watermark "
+        "when they arrive are dropped by Spark (counted as late in ops.stream_progress). Append-only."
+    ),
+    columns=(
+        Column("alert_id", StringType(), "rule:event_id (deterministic: a re-run or replay gives the same id)", False),
+        Column("user_id", StringType(), "the purchasing user", nullable=False),
+        Column("rule", StringType(), "large_amount or burst", nullable=False),
+        Column("event_id", StringType(), "the purchase that triggered the alert", nullable=False),
+        Column("event_time", TimestampType(), "event time of that purchase", nullable=False),
+        Column("amount", MONEY, "its amount", nullable=False),
+        Column(
+            "running_mean",
+            DecimalType(20, 4),
+            "large_amount: mean amount of the user's earlier purchases in [t - 1 h, t] (half-even to 4 places)",
+        ),
+        Column(
+            "triggering_event_ids",
+            ArrayType(StringType(), containsNull=False),
+            "the evidence: the earlier purchases the rule looked at and the triggering one, by event time",
+            nullable=False,
+        ),
+        Column("ingest_time", TimestampType(), "processing time the triggering line was written to bronze"),
+        Column("detected_at", TimestampType(), "processing time of the micro-batch that raised the alert", False),
+    ),
+    key=("alert_id",),
+)
 
 OPS_WATERMARKS = Table(
     layer="ops",
@@ -509,6 +580,8 @@ def all_tables(settings: Settings) -> list[Table]:
         firings_table(settings),
         GOLD_CORRECTIONS,
         ORDER_PAYMENTS,
+        GOLD_UNIQUE_URLS,
+        GOLD_FRAUD_ALERTS,
         OPS_WATERMARKS,
         OPS_STREAM_PROGRESS,
         OPS_RECONCILIATIONS,
