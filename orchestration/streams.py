@@ -10,6 +10,8 @@ import dagster as dg
 from orchestration.resources import KafkaSourceResource, LakehouseResource
 from transforms.joins import ORDER_PAYMENTS_STAGE
 from transforms.streams import (
+    FRAUD_STAGE,
+    UNIQUE_URLS_STAGE,
     StageReport,
     advance_idle_watermark,
     pipeline_status,
@@ -22,6 +24,8 @@ from transforms.streams import (
 from warehouse.catalog import (
     BRONZE_EVENTS,
     GOLD_CORRECTIONS,
+    GOLD_FRAUD_ALERTS,
+    GOLD_UNIQUE_URLS,
     ORDER_PAYMENTS,
     SILVER_DUPLICATES,
     SILVER_EVENTS,
@@ -233,11 +237,31 @@ def order_payments(context: dg.AssetExecutionContext, lakehouse: LakehouseResour
     )  # fmt: skip
 
 
+@dg.multi_asset(specs=[spec(GOLD_FRAUD_ALERTS, [SILVER_EVENTS])], name="detect_fraud", pool="lakehouse_fraud")
+def fraud_alerts(context: dg.AssetExecutionContext, lakehouse: LakehouseResource) -> dg.MaterializeResult:
+    """Judge new purchases against each user's last hour of purchases (keyed state, event-time timers)."""
+    report = _run(lakehouse, FRAUD_STAGE)
+    context.log.info(f"fraud alerts: {report.figures}")
+    figures = {"rows_in": "rows_in", "rows_written": "rows_written", "large_amount": "large_amount", "burst": "burst"}
+    return _materialization(lakehouse, GOLD_FRAUD_ALERTS, report, figures)
+
+
+@dg.multi_asset(specs=[spec(GOLD_UNIQUE_URLS, [SILVER_EVENTS])], name="count_unique_urls", pool="lakehouse_urls")
+def unique_urls(context: dg.AssetExecutionContext, lakehouse: LakehouseResource) -> dg.MaterializeResult:
+    """Count each user's distinct URLs over the last 24 h of event time (keyed state, event-time timers)."""
+    report = _run(lakehouse, UNIQUE_URLS_STAGE)
+    context.log.info(f"unique urls: {report.figures}")
+    figures = {"rows_in": "rows_in", "rows_written": "rows_written", "users_expired": "users_expired"}
+    return _materialization(lakehouse, GOLD_UNIQUE_URLS, report, figures)
+
+
 streams_job = dg.define_asset_job(
     "lakehouse_once",
     # Conservation (orchestration.quality) is the one check every run pays for: it is blocking, and gold
     # must not fold a silver batch that lost or invented lines. The other suites run in data_quality.
-    selection=dg.AssetSelection.assets(bronze_events, silver_events, gold_windows, order_payments).without_checks()
+    selection=dg.AssetSelection.assets(
+        bronze_events, silver_events, gold_windows, order_payments, fraud_alerts, unique_urls
+    ).without_checks()
     | dg.AssetSelection.checks(dg.AssetCheckKey(asset_key(SILVER_EVENTS), "conservation")),
     description="Run every stream once (availableNow), checking conservation: landing → bronze → silver → gold.",
 )
@@ -290,7 +314,7 @@ def landing_sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult | dg.
 
 
 defs = dg.Definitions(
-    assets=[bronze_events, silver_events, gold_windows, order_payments],
+    assets=[bronze_events, silver_events, gold_windows, order_payments, fraud_alerts, unique_urls],
     jobs=[streams_job],
     sensors=[landing_sensor],
 )

@@ -36,6 +36,8 @@ EXPECTED_KEYS = {
     "gold/user_spend_global",
     "gold/user_spend_5m_firings",
     "gold/order_payments",
+    "gold/fraud_alerts",
+    "gold/unique_urls",
     "gold/corrections",
     "maintenance/tables",
 }
