@@ -87,10 +87,15 @@ def ingest(
 @app.command()
 @_fails_in_one_line
 def generate(
-    events: Annotated[int, typer.Option(help="Valid events (first arrivals) to generate.")] = 5000,
+    events: Annotated[
+        int, typer.Option(help="Valid events (first arrivals) to generate; --kind orders: orders.")
+    ] = 5000,
     users: Annotated[int, typer.Option(help="Distinct users.")] = 50,
     skew: Annotated[float, typer.Option(help="Zipf exponent of user popularity (0 = uniform).")] = 1.1,
-    rate: Annotated[float, typer.Option(help="Events per second of event time.")] = 20.0,
+    rate: Annotated[
+        float | None,
+        typer.Option(help="Events per second of event time [default: 20; --kind orders: orders per second, 1]."),
+    ] = None,
     disorder: Annotated[float, typer.Option(help="Bounded disorder: max seconds an event time moves back.")] = 30.0,
     duplicates: Annotated[float, typer.Option(help="Fraction of events redelivered (a fifth conflicting).")] = 0.05,
     late: Annotated[float, typer.Option(help="Fraction of events far behind the watermark.")] = 0.02,
@@ -104,25 +109,41 @@ def generate(
     start: Annotated[
         datetime, typer.Option(help="Event time of the first event (UTC).", formats=["%Y-%m-%dT%H:%M:%S"])
     ] = datetime(2024, 1, 1),
+    kind: Annotated[
+        str,
+        typer.Option(
+            help="events (purchases, clicks, refunds, views) or orders (orders and their payments, for "
+            "gold.order_payments; --late and --invalid do not apply)."
+        ),
+    ] = "events",
+    missing_payments: Annotated[float, typer.Option(help="--kind orders: fraction of orders never paid.")] = 0.1,
+    outside_bound: Annotated[
+        float,
+        typer.Option(help="--kind orders: fraction of orders paid only outside [order, order + 15 min]."),
+    ] = 0.05,
 ) -> None:
     """Write a synthetic event stream into the landing zone or a Kafka topic (deterministic for a seed)."""
     from datetime import UTC
 
     from transforms.landing import place_in_landing
-    from transforms.synthetic import StreamSpec, generate_lines
+    from transforms.synthetic import StreamSpec, generate_lines, generate_order_lines
 
+    if kind not in {"events", "orders"}:
+        raise ValueError(f"--kind must be events or orders, got {kind!r}")
     settings = _settings()
     spec = StreamSpec(
         events=events,
         users=users,
         skew=skew,
-        rate=rate,
+        rate=rate if rate is not None else (1.0 if kind == "orders" else 20.0),
         disorder_seconds=disorder,
         duplicate_fraction=duplicates,
         late_fraction=late,
         invalid_fraction=invalid,
         seed=seed,
         start=start.replace(tzinfo=UTC),
+        missing_payment_fraction=missing_payments,
+        outside_bound_fraction=outside_bound,
     )
     spec.validate()
     if files < 1:
@@ -131,7 +152,8 @@ def generate(
         raise ValueError(f"--to must be landing or kafka, got {to!r}")
     if send_rate < 0:
         raise ValueError("--send-rate must be 0 or more")
-    lines = list(generate_lines(spec))
+    lines = list(generate_order_lines(spec) if kind == "orders" else generate_lines(spec))
+    what = f"{events} orders with their payments" if kind == "orders" else f"{events} events"
     if to == "kafka":
         from transforms.kafka import produce_lines
 
@@ -141,7 +163,7 @@ def generate(
             task = progress.add_task("messages", total=len(lines))
             sent = produce_lines(settings, lines, send_rate, lambda n: progress.advance(task, n))
         console.print(
-            f"sent {sent} messages ({events} events) to {settings.kafka.topic} at {settings.kafka.bootstrap_servers}",
+            f"sent {sent} messages ({what}) to {settings.kafka.topic} at {settings.kafka.bootstrap_servers}",
             highlight=False,
         )
         return
@@ -156,11 +178,11 @@ def generate(
                 break
             place_in_landing(
                 settings,
-                f"synthetic-seed{seed}-part{number:04d}.jsonl",
+                f"synthetic-{'orders-' if kind == 'orders' else ''}seed{seed}-part{number:04d}.jsonl",
                 lambda handle, chunk=chunk: handle.writelines(line + "\n" for line in chunk),
             )
             progress.advance(task, len(chunk))
-    console.print(f"wrote {len(lines)} lines ({events} events) to {settings.landing_dir}", highlight=False)
+    console.print(f"wrote {len(lines)} lines ({what}) to {settings.landing_dir}", highlight=False)
 
 
 @app.command()

@@ -8,7 +8,10 @@ stable metadata keys so the UI plots them over time.
 import dagster as dg
 
 from orchestration.resources import KafkaSourceResource, LakehouseResource
+from transforms.joins import ORDER_PAYMENTS_STAGE
 from transforms.streams import (
+    FRAUD_STAGE,
+    UNIQUE_URLS_STAGE,
     StageReport,
     advance_idle_watermark,
     pipeline_status,
@@ -21,12 +24,18 @@ from transforms.streams import (
 from warehouse.catalog import (
     BRONZE_EVENTS,
     GOLD_CORRECTIONS,
+    GOLD_FRAUD_ALERTS,
+    GOLD_UNIQUE_URLS,
+    ORDER_PAYMENTS,
     SILVER_DUPLICATES,
     SILVER_EVENTS,
     SILVER_LATE_EVENTS,
     SILVER_QUARANTINE,
     Table,
+    firings_table,
     hopping_spend_table,
+    user_sessions_table,
+    user_spend_global_table,
     user_spend_table,
 )
 from warehouse.inspect import table_state
@@ -35,6 +44,9 @@ from warehouse.settings import Settings
 SETTINGS = Settings.from_env()
 GOLD = user_spend_table(SETTINGS)
 HOPPING = hopping_spend_table(SETTINGS)
+SESSIONS = user_sessions_table(SETTINGS)
+GLOBAL = user_spend_global_table(SETTINGS)
+FIRINGS = firings_table(SETTINGS)
 
 
 def asset_key(table: Table) -> dg.AssetKey:
@@ -95,7 +107,7 @@ def _run(lakehouse: LakehouseResource, stage_name: str, settings: Settings | Non
     return run_stage_once(spark, settings, stage_named(settings, stage_name))
 
 
-BRONZE_STAGE, SILVER_STAGE, GOLD_STAGE = (stage.name for stage in stages(SETTINGS))
+BRONZE_STAGE, SILVER_STAGE, GOLD_STAGE = (stage.name for stage in stages(SETTINGS)[:3])
 
 
 class BronzeConfig(dg.Config):
@@ -155,6 +167,9 @@ def silver_events(context: dg.AssetExecutionContext, lakehouse: LakehouseResourc
     specs=[
         spec(GOLD, [SILVER_EVENTS]),
         spec(HOPPING, [GOLD]),
+        spec(SESSIONS, [SILVER_EVENTS]),
+        spec(GLOBAL, [SILVER_EVENTS]),
+        spec(FIRINGS, [GOLD]),
         spec(SILVER_LATE_EVENTS, [SILVER_EVENTS]),
         spec(GOLD_CORRECTIONS, [SILVER_EVENTS]),
     ],
@@ -162,7 +177,8 @@ def silver_events(context: dg.AssetExecutionContext, lakehouse: LakehouseResourc
     pool="lakehouse_gold",
 )
 def gold_windows(context: dg.AssetExecutionContext, lakehouse: LakehouseResource):
-    """Fold new silver events into per-user event-time windows; set late ones aside (availableNow)."""
+    """Fold new silver events into per-user event-time windows (tumbling, hopping, sessions); set events
+    late for their tumbling window aside (availableNow)."""
     report = _run(lakehouse, GOLD_STAGE)
     context.log.info(f"gold: {report.figures}")
     idle = advance_idle_watermark(lakehouse.spark(), lakehouse.settings())
@@ -172,6 +188,7 @@ def gold_windows(context: dg.AssetExecutionContext, lakehouse: LakehouseResource
             watermark=idle.figures["watermark"],
             watermark_lag_seconds=idle.figures["watermark_lag_seconds"],
             idle_windows_closed=idle.figures["windows_closed"],
+            idle_sessions_closed=idle.figures["sessions_closed"],
         )
     yield _materialization(
         lakehouse,
@@ -193,15 +210,60 @@ def gold_windows(context: dg.AssetExecutionContext, lakehouse: LakehouseResource
         report,
         {"rows_written": "hopping_windows_changed", "watermark": "watermark"},
     )
+    yield _materialization(
+        lakehouse,
+        SESSIONS,
+        report,
+        {"rows_written": "sessions_changed", "idle_sessions_closed": "idle_sessions_closed", "watermark": "watermark"},
+    )
+    yield _materialization(
+        lakehouse, GLOBAL, report, {"rows_in": "rows_in", "rows_written": "global_firings", "firings": "global_firings"}
+    )
+    yield _materialization(lakehouse, FIRINGS, report, {"rows_written": "rows_written", "watermark": "watermark"})
     yield _materialization(lakehouse, SILVER_LATE_EVENTS, report, {"rows_written": "late", "watermark": "watermark"})
     yield _materialization(lakehouse, GOLD_CORRECTIONS, report, {"rows_written": "windows_revised"})
+
+
+@dg.multi_asset(specs=[spec(ORDER_PAYMENTS, [SILVER_EVENTS])], name="join_orders_payments", pool="lakehouse_join")
+def order_payments(context: dg.AssetExecutionContext, lakehouse: LakehouseResource) -> dg.MaterializeResult:
+    """Join new orders with their payments within 15 minutes of event time; emit unpaid orders once the
+    watermark passes their bound (availableNow)."""
+    report = _run(lakehouse, ORDER_PAYMENTS_STAGE)
+    context.log.info(f"order payments: {report.figures}")
+    return _materialization(
+        lakehouse,
+        ORDER_PAYMENTS,
+        report,
+        {"rows_in": "rows_in", "rows_written": "rows_written", "paid": "paid", "unpaid": "unpaid",
+         "watermark": "watermark"},
+    )  # fmt: skip
+
+
+@dg.multi_asset(specs=[spec(GOLD_FRAUD_ALERTS, [SILVER_EVENTS])], name="detect_fraud", pool="lakehouse_fraud")
+def fraud_alerts(context: dg.AssetExecutionContext, lakehouse: LakehouseResource) -> dg.MaterializeResult:
+    """Judge new purchases against each user's last hour of purchases (keyed state, event-time timers)."""
+    report = _run(lakehouse, FRAUD_STAGE)
+    context.log.info(f"fraud alerts: {report.figures}")
+    figures = {"rows_in": "rows_in", "rows_written": "rows_written", "large_amount": "large_amount", "burst": "burst"}
+    return _materialization(lakehouse, GOLD_FRAUD_ALERTS, report, figures)
+
+
+@dg.multi_asset(specs=[spec(GOLD_UNIQUE_URLS, [SILVER_EVENTS])], name="count_unique_urls", pool="lakehouse_urls")
+def unique_urls(context: dg.AssetExecutionContext, lakehouse: LakehouseResource) -> dg.MaterializeResult:
+    """Count each user's distinct URLs over the last 24 h of event time (keyed state, event-time timers)."""
+    report = _run(lakehouse, UNIQUE_URLS_STAGE)
+    context.log.info(f"unique urls: {report.figures}")
+    figures = {"rows_in": "rows_in", "rows_written": "rows_written", "users_expired": "users_expired"}
+    return _materialization(lakehouse, GOLD_UNIQUE_URLS, report, figures)
 
 
 streams_job = dg.define_asset_job(
     "lakehouse_once",
     # Conservation (orchestration.quality) is the one check every run pays for: it is blocking, and gold
     # must not fold a silver batch that lost or invented lines. The other suites run in data_quality.
-    selection=dg.AssetSelection.assets(bronze_events, silver_events, gold_windows).without_checks()
+    selection=dg.AssetSelection.assets(
+        bronze_events, silver_events, gold_windows, order_payments, fraud_alerts, unique_urls
+    ).without_checks()
     | dg.AssetSelection.checks(dg.AssetCheckKey(asset_key(SILVER_EVENTS), "conservation")),
     description="Run every stream once (availableNow), checking conservation: landing → bronze → silver → gold.",
 )
@@ -254,7 +316,7 @@ def landing_sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult | dg.
 
 
 defs = dg.Definitions(
-    assets=[bronze_events, silver_events, gold_windows],
+    assets=[bronze_events, silver_events, gold_windows, order_payments, fraud_alerts, unique_urls],
     jobs=[streams_job],
     sensors=[landing_sensor],
 )

@@ -6,7 +6,7 @@ Used as the golden for end-to-end runs: it reads the landing files as a user wou
 
 import json
 import re
-from collections import defaultdict
+from collections import Counter, defaultdict
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
@@ -106,3 +106,82 @@ def hopping_totals(
 
 def distinct_valid_events(lines: list[str]) -> int:
     return len({event["event_id"] for event in map(parse, lines) if event is not None})
+
+
+def first_arrivals(lines: list[str]) -> list[dict]:
+    """The valid events that count: the first arrival of each event_id, in arrival order."""
+    seen: set[str] = set()
+    events = []
+    for event in map(parse, lines):
+        if event is not None and event["event_id"] not in seen:
+            seen.add(event["event_id"])
+            events.append(event)
+    return events
+
+
+def session_totals(
+    lines: list[str], gap_minutes: int = 30
+) -> dict[tuple[str, datetime], tuple[datetime, Decimal, int]]:
+    """(user, session start) → (session end, sum, count): a user's events in event-time order, a new
+    session whenever the next event is more than the gap after the previous one; end = last + gap."""
+    gap = timedelta(minutes=gap_minutes)
+    by_user: dict[str, list[dict]] = defaultdict(list)
+    for event in first_arrivals(lines):
+        by_user[event["user_id"]].append(event)
+    sessions: dict[tuple[str, datetime], tuple[datetime, Decimal, int]] = {}
+    for user, events in by_user.items():
+        events.sort(key=lambda e: e["event_time"])
+        start, last, total, count = None, None, Decimal("0.00"), 0
+        for event in events:
+            if last is not None and event["event_time"] - last > gap:
+                sessions[(user, start)] = (last + gap, total, count)
+                start, total, count = None, Decimal("0.00"), 0
+            start = start or event["event_time"]
+            last = event["event_time"]
+            total += event["amount"]
+            count += 1
+        sessions[(user, start)] = (last + gap, total, count)
+    return sessions
+
+
+def order_payments(lines: list[str], delay_seconds: int, bound_minutes: int = 15) -> Counter:
+    """gold.order_payments by its rules, for a stream none of whose events reached the join behind its
+    watermark: rows ``(order_id, user_id, order_event_id, order_time, order_amount, payment_event_id,
+    payment_time, payment_amount, status)`` with their multiplicity.
+
+    Over first arrivals of valid events with a string ``order_id``: a ``paid`` row per (order, payment) of
+    one order_id with ``order_time <= payment_time <= order_time + bound``; an ``unpaid`` row per order
+    with none, once ``order_time + bound`` is before the watermark, min(max order time, max payment time)
+    minus the delay."""
+    seen: set[str] = set()
+    orders: list[dict] = []
+    payments: dict[str, list[dict]] = defaultdict(list)
+    for line in lines:
+        event = parse(line)
+        if event is None or event["event_id"] in seen:
+            continue
+        seen.add(event["event_id"])
+        doc = json.loads(line, parse_float=Decimal)
+        if not isinstance(doc.get("order_id"), str):
+            continue
+        if doc.get("event_type") == "order":
+            orders.append({**event, "order_id": doc["order_id"]})
+        elif doc.get("event_type") == "payment":
+            payments[doc["order_id"]].append(event)
+    rows: Counter = Counter()
+    if not orders:
+        return rows
+    newest = [max(o["event_time"] for o in orders)]
+    if payments:
+        newest.append(max(p["event_time"] for ps in payments.values() for p in ps))
+    watermark = min(newest) - timedelta(seconds=delay_seconds)
+    bound = timedelta(minutes=bound_minutes)
+    for order in orders:
+        start = order["event_time"]
+        head = (order["order_id"], order["user_id"], order["event_id"], start, order["amount"])
+        matched = [p for p in payments[order["order_id"]] if start <= p["event_time"] <= start + bound]
+        for payment in matched:
+            rows[(*head, payment["event_id"], payment["event_time"], payment["amount"], "paid")] += 1
+        if not matched and start + bound < watermark:
+            rows[(*head, None, None, None, "unpaid")] += 1
+    return rows

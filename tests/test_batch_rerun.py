@@ -17,17 +17,23 @@ from transforms.windows import update_windows
 from warehouse.catalog import (
     BRONZE_EVENTS,
     GOLD_CORRECTIONS,
+    GOLD_FRAUD_ALERTS,
+    GOLD_UNIQUE_URLS,
     OPS_DQ_RESULTS,
     OPS_RECONCILIATIONS,
     OPS_STREAM_PROGRESS,
     OPS_WATERMARKS,
+    ORDER_PAYMENTS,
     SILVER_DUPLICATES,
     SILVER_EVENTS,
     SILVER_LATE_EVENTS,
     SILVER_QUARANTINE,
     Table,
     all_tables,
+    firings_table,
     hopping_spend_table,
+    user_sessions_table,
+    user_spend_global_table,
     user_spend_table,
 )
 from warehouse.delta import batch_scope, table_version
@@ -162,6 +168,14 @@ def test_batch_rerun_after_crash_writes_nothing_twice(
         user_spend_table(settings).name: 5,
         hopping_spend_table(settings).name: len(hopping_totals(windows_now(spark, settings))),
         GOLD_CORRECTIONS.name: rows_of(spark, settings, GOLD_CORRECTIONS),  # checked table by table below
+        user_sessions_table(settings).name: 2,  # A and B each one session (every gap under 30 min)
+        user_spend_global_table(settings).name: 2,
+        # Batch 0: four first writes (A and B at 10:00 on time and final, the others early); batch 1: B 10:15
+        # and A 10:20 on time (their ends passed 10:28), A 10:30 early. Each once, however often re-run.
+        firings_table(settings).name: 7,
+        ORDER_PAYMENTS.name: 0,  # no orders or payments
+        GOLD_UNIQUE_URLS.name: 0,  # the keyed streams did not run
+        GOLD_FRAUD_ALERTS.name: 0,
         OPS_WATERMARKS.name: 2,
         OPS_STREAM_PROGRESS.name: 0,  # no stream ran: the batch functions were called directly
         OPS_RECONCILIATIONS.name: 0,
@@ -185,14 +199,19 @@ def test_batch_rerun_after_crash_writes_nothing_twice(
     five = user_spend_table(settings).name
     tumbling = [(r.user_id, r.cause, r.revision) for r in logged if r.table_name == five]
     assert sorted(tumbling) == [("A", "window_closed", 2), ("B", "stream_update", 2)]
-    hourly = [(r.user_id, r.window_start, r.revision) for r in logged if r.table_name != five]
-    assert len(hourly) == len(set(hourly)), "each change of an hour is logged once"
+    hourly = [(r.table_name, r.user_id, r.window_start, r.revision) for r in logged if r.table_name != five]
+    assert len(hourly) == len(set(hourly)), "each change of an hour or a session is logged once"
     # The hours follow the 5-minute windows exactly, however often the batches ran.
     hours = {
         (r.user_id, r.window_start.replace(tzinfo=UTC)): (r.total_amount, r.event_count)
         for r in read(spark, settings, hopping_spend_table(settings)).collect()
     }
     assert hours == hopping_totals(windows_now(spark, settings))
+    sessions = {
+        r.user_id: (r.total_amount, r.event_count)
+        for r in read(spark, settings, user_sessions_table(settings)).collect()
+    }
+    assert sessions == {"A": (Decimal("22.00"), 5), "B": (Decimal("6.75"), 3)}  # a4, late for its window, too
 
 
 def windows_now(spark: SparkSession, settings: Settings) -> dict:

@@ -279,7 +279,15 @@ def test_status_progress_and_quiet_start(tmp_path: Path) -> None:
     before = lakehouse(home, "status", "--json")
     assert before.returncode == 0, before.stderr
     streams = {s["stream"]: s for s in json.loads(before.stdout)}
-    assert set(streams) == {"bronze_events", "silver_events", "gold_user_spend_5m", "reconcile_late_events"}
+    assert set(streams) == {
+        "bronze_events",
+        "silver_events",
+        "gold_user_spend_5m",
+        "gold_order_payments",
+        "gold_fraud_alerts",
+        "gold_unique_urls",
+        "reconcile_late_events",
+    }
     bronze = streams["bronze_events"]
     assert (bronze["backlog"], bronze["backlog_unit"], bronze["running"]) == (2, "files", False)
     assert bronze["lag_seconds"] >= 0 and bronze["last_batch"] is None
@@ -301,14 +309,20 @@ def test_status_progress_and_quiet_start(tmp_path: Path) -> None:
     assert "incubator" in spark_log.read_text() or "WARN" in spark_log.read_text()
 
     after = {s["stream"]: s for s in json.loads(lakehouse(home, "status", "--json").stdout)}
-    for name in ("bronze_events", "silver_events", "gold_user_spend_5m"):
+    for name in ("bronze_events", "silver_events", "gold_user_spend_5m", "gold_order_payments"):
         assert after[name]["backlog"] == 0 and not after[name]["running"], after[name]
         assert after[name]["last_batch"]["batch_seconds"] > 0
     progress = _delta_rows(home, "ops", "stream_progress")
     rows_in: dict[str, int] = defaultdict(int)
     for row in progress:
         rows_in[row["stream"]] += row["rows_in"]
-    assert rows_in == {
+    # The join's input is what its two scans of silver return once Spark skips files and row groups that
+    # hold no orders or payments (none here): not a count of silver's rows.
+    assert rows_in.pop("gold_order_payments") <= 2 * distinct_valid_events(lines)
+    # The keyed streams ran too; their input rows are what their Delta scans read after skipping files.
+    keyed = {"gold_fraud_alerts", "gold_unique_urls"}
+    assert keyed <= set(rows_in)
+    assert {stream: rows for stream, rows in rows_in.items() if stream not in keyed} == {
         "bronze_events": len(lines),
         "silver_events": len(lines),
         "gold_user_spend_5m": distinct_valid_events(lines),

@@ -32,6 +32,12 @@ EXPECTED_KEYS = {
     "silver/late_events",
     "gold/user_spend_5m",
     "gold/user_spend_1h_hopping",
+    "gold/user_sessions",
+    "gold/user_spend_global",
+    "gold/user_spend_5m_firings",
+    "gold/order_payments",
+    "gold/fraud_alerts",
+    "gold/unique_urls",
     "gold/corrections",
     "maintenance/tables",
 }
@@ -92,6 +98,9 @@ def test_materialize_every_asset_with_real_resources(spark, settings) -> None:
     assert gold["dagster/row_count"].value == 3
     assert gold["watermark_delay_seconds"].value == 120
     assert materialized["gold/user_spend_1h_hopping"]["rows_written"].value > 0
+    assert materialized["gold/user_sessions"]["rows_written"].value > 0
+    assert materialized["gold/user_spend_global"]["dagster/row_count"].value > 0
+    assert materialized["gold/user_spend_5m_firings"]["dagster/row_count"].value >= 3
     for metadata in materialized.values():
         assert {"batch_seconds", "table_version", "rows_written", "dagster/row_count"} <= set(metadata)
 

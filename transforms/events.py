@@ -34,6 +34,11 @@ REASONS: dict[str, str] = {
     "event_type_not_string": "event_type is present but not a JSON string",
 }
 
+#: Optional string fields carried into silver for the tables that read them (clicks' ``url`` for
+#: gold.unique_urls; orders' and payments' ``order_id`` for gold.order_payments). The contract's "anything
+#: else is ignored downstream" holds for every other field.
+OPTIONAL_ATTRIBUTES = ("url", "order_id")
+
 # ISO-8601 date-time: date, 'T' (or a space), hours and minutes, optional seconds and fraction, optional
 # zone (Z or +hh[:mm]); a missing zone means UTC because the session time zone is UTC.
 _ISO_DATE_TIME = r"^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?([Zz]|[+-]\d{2}(:?\d{2})?)?$"
@@ -181,6 +186,7 @@ def parse_events(lines: DataFrame, raw: str = "raw") -> DataFrame:
     staged = _add(staged, reason=reason)
 
     valid = F.col("reason").isNull()
+    attributes = {name: F.try_variant_get(document, f"$.{name}", "variant") for name in OPTIONAL_ATTRIBUTES}
     return staged.select(
         *lines.columns,
         "reason",
@@ -189,6 +195,11 @@ def parse_events(lines: DataFrame, raw: str = "raw") -> DataFrame:
         F.when(valid, parsed_time).alias("event_time"),
         F.when(valid, F.col("_amount_value")).alias("amount"),
         F.when(valid & ~event_type_missing, F.variant_get(event_type, "$", "string")).alias("event_type"),
+        # Optional attributes some gold tables read; any other JSON type leaves them null (not invalid).
+        *(
+            F.when(valid & (F.schema_of_variant(value) == "STRING"), F.variant_get(value, "$", "string")).alias(name)
+            for name, value in attributes.items()
+        ),
         # Canonical JSON (keys sorted, numbers normalised) so a re-serialised redelivery is not a conflict.
         F.when(document.isNotNull(), F.sha2(F.to_json(document), 256)).alias("payload_hash"),
     )

@@ -96,8 +96,11 @@ class ProgressRecorder(StreamingQueryListener):
         # Spark counts source rows (the landing stream reads whole files); the batch function counts lines.
         scale = float(figures["rows_in"]) / rows_in if rows_in and "rows_in" in figures else 1.0
         files, bytes_ = _source_backlog(list(progress.sources or []))
-        state_rows = sum(int(op.numRowsTotal or 0) for op in progress.stateOperators or [])
-        state_bytes = sum(int(op.memoryUsedBytes or 0) for op in progress.stateOperators or [])
+        operators = list(progress.stateOperators or [])
+        state_rows = sum(int(op.numRowsTotal or 0) for op in operators)
+        state_bytes = sum(int(op.memoryUsedBytes or 0) for op in operators)
+        # Spark's stateful operators drop input at or behind the watermark themselves: late, too.
+        dropped = sum(int(op.numRowsDroppedByWatermark or 0) for op in operators)
         watermark = figures.get("watermark")
         row = {
             "stream": name,
@@ -111,7 +114,7 @@ class ProgressRecorder(StreamingQueryListener):
             "batch_seconds": durations.get("triggerExecution", 0) / 1000.0,
             "write_seconds": durations.get("addBatch", 0) / 1000.0,
             "watermark": datetime.fromtimestamp(watermark, UTC) if watermark else None,
-            "late": int(figures.get("late", 0)),
+            "late": int(figures.get("late", 0)) + dropped,
             "quarantined": int(figures.get("quarantined", 0)),
             "duplicates": int(figures.get("duplicates", 0)),
             "state_rows": state_rows,

@@ -23,6 +23,7 @@ from delta.tables import DeltaTable
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from transforms.firings import firing_rows
 from transforms.hopping import roll_up
 from transforms.windows import (
     SILVER_VERSION_KEY,
@@ -39,6 +40,7 @@ from warehouse.catalog import (
     SILVER_EVENTS,
     SILVER_LATE_EVENTS,
     Table,
+    firings_table,
     user_spend_table,
 )
 from warehouse.delta import (
@@ -222,6 +224,9 @@ def apply_repairs(
     try:
         # Appended even when empty, so the log's transaction version keeps step with gold's.
         append_once(corrections, settings, GOLD_CORRECTIONS, writer_id, batch_id)
+        watermark = latest_watermark(spark, settings, _gold_query(settings))
+        fired = firing_rows(corrections, settings, watermark, watermark)
+        append_once(fired, settings, firings_table(settings), writer_id, batch_id)
         return corrections.count()
     finally:
         corrections.unpersist()

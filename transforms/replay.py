@@ -7,6 +7,9 @@
    revision history: a key whose values changed gets revision + 1 and a ``replay`` correction.
 3. The stream checkpoints are reset to match: silver continues from the staging silver's position in
    bronze; gold and reconcile start after the swap commits of their sources.
+4. The orders ⋈ payments join keeps Spark state (pending orders and payments, its watermark) that must
+   describe the live silver, so it is rebuilt last, from the swapped-in live silver on a fresh checkpoint
+   (``_rebuild_order_payments``), and its table and checkpoint replace the live ones.
 
 A marker file spans the swap; while it exists every stream refuses to start, and a new replay (which
 derives everything from bronze again) completes the job.
@@ -26,36 +29,48 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
+import deltalake
 from delta.tables import DeltaTable
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from transforms.firings import firing_rows
+from transforms.joins import ORDER_PAYMENTS_STAGE
 from transforms.kafka import KAFKA_STAGE, retention_gaps
 from transforms.reconcile import KEY
 from transforms.streams import (
     RECONCILE_STAGE,
     StageReport,
+    committed_batches,
+    keyed_stages,
     prepare,
     reconcile_stage,
     run_stage_once,
     source_stage,
+    stage_named,
     stages,
     starting_version_file,
     swap_marker,
 )
-from transforms.windows import consumption_metadata, correction_rows
+from transforms.windows import consumption_metadata, correction_rows, latest_watermark
 from warehouse.catalog import (
     BRONZE_EVENTS,
     GOLD_CORRECTIONS,
+    GOLD_FRAUD_ALERTS,
+    GOLD_UNIQUE_URLS,
     MONEY,
     OPS_STREAM_PROGRESS,
     OPS_WATERMARKS,
+    ORDER_PAYMENTS,
     SILVER_DUPLICATES,
     SILVER_EVENTS,
     SILVER_LATE_EVENTS,
     SILVER_QUARANTINE,
     Table,
+    firings_table,
     hopping_spend_table,
+    user_sessions_table,
+    user_spend_global_table,
     user_spend_table,
 )
 from warehouse.delta import append_once, ensure_tables, read_table, transaction_id, transaction_version
@@ -114,12 +129,14 @@ def run_replay(
             starting_version_file(staging, "silver_events").write_text(str(from_version))
         prepare(spark, staging)
         for stage in [*stages(staging)[1:], reconcile_stage(staging)]:
-            report.streams.append(run_stage_once(spark, staging, stage, listener))
+            if stage.name not in REBUILT_AFTER_SWAP:
+                report.streams.append(run_stage_once(spark, staging, stage, listener))
 
         marker = swap_marker(settings)
         marker.write_text(json.dumps({"stamp": stamp}))
         _swap_tables(spark, settings, staging, report)
         _reset_checkpoints(spark, settings, staging)
+        _rebuild_order_payments(spark, settings, staging, report, listener)
         marker.unlink()
         shutil.rmtree(staging.home, ignore_errors=True)
     report.seconds = time.monotonic() - started
@@ -231,6 +248,38 @@ def _swap_tables(spark: SparkSession, settings: Settings, staging: Settings, rep
     gold = user_spend_table(settings)
     _swap_windows(spark, settings, staging, report, gold, app_id, consumption_metadata(app_id, 0, silver_version))
     _swap_windows(spark, settings, staging, report, hopping_spend_table(settings), f"{app_id}:hops")
+    _swap_windows(spark, settings, staging, report, user_sessions_table(settings), f"{app_id}:sessions")
+    # Global windows hold running values (no revisions or corrections): the rebuild's replace them.
+    global_windows = user_spend_global_table(settings)
+    content = read_table(spark, staging, global_windows)
+    report.rows_swapped[global_windows.name] = content.count()
+    _overwrite(spark, content, settings, global_windows, f"{app_id}:global")
+    _swap_keyed(spark, settings, staging, report, app_id)
+
+
+def _swap_keyed(spark: SparkSession, settings: Settings, staging: Settings, report: ReplayReport, app_id: str) -> None:
+    """Swap in the keyed streams' tables. A row the rebuild agrees with keeps its processing time
+    (``updated_at``, ``detected_at``), so a replay that changes nothing shows no change to readers."""
+    live_counts = read_table(spark, settings, GOLD_UNIQUE_URLS).select(
+        "user_id",
+        "unique_urls",
+        "window_end",
+        "urls_in_state",
+        F.col("updated_at").alias("live_updated_at"),
+    )
+    counts = read_table(spark, staging, GOLD_UNIQUE_URLS).join(
+        live_counts, ["user_id", "unique_urls", "window_end", "urls_in_state"], "left"
+    )
+    counts = counts.withColumn("updated_at", F.coalesce("live_updated_at", "updated_at"))
+    live_alerts = read_table(spark, settings, GOLD_FRAUD_ALERTS).select(
+        "alert_id", F.col("detected_at").alias("live_detected_at")
+    )
+    alerts = read_table(spark, staging, GOLD_FRAUD_ALERTS).join(live_alerts, "alert_id", "left")
+    alerts = alerts.withColumn("detected_at", F.coalesce("live_detected_at", "detected_at"))
+    for table, content in ((GOLD_UNIQUE_URLS, counts), (GOLD_FRAUD_ALERTS, alerts)):
+        content = content.select(*table.column_names).localCheckpoint(eager=True)
+        report.rows_swapped[table.name] = content.count()
+        _overwrite(spark, content, settings, table, app_id)
 
 
 def _swap_windows(
@@ -243,9 +292,16 @@ def _swap_windows(
     metadata: dict | None = None,
 ) -> None:
     """Swap one window table in, keeping each key's revision history (changed keys: revision + 1 and a
-    ``replay`` correction)."""
+    ``replay`` correction). Session tables are read with their bounds as window_start and window_end."""
     now = datetime.now(UTC)
-    live = read_table(spark, settings, gold).select(
+    sessions = {"session_start": "window_start", "session_end": "window_end"}
+    is_sessions = "session_start" in gold.column_names
+
+    def read(home: Settings) -> DataFrame:
+        rows = read_table(spark, home, gold)
+        return rows.withColumnsRenamed(sessions) if is_sessions else rows
+
+    live = read(settings).select(
         *KEY,
         F.col("window_end").alias("old_window_end"),
         F.col("total_amount").alias("old_total_amount"),
@@ -254,7 +310,7 @@ def _swap_windows(
         F.col("is_final").alias("old_is_final"),
         F.col("updated_at").alias("old_updated_at"),
     )
-    rebuilt = read_table(spark, staging, gold)
+    rebuilt = read(staging)
     joined = rebuilt.join(live, KEY, "full_outer")
     differs = (
         F.col("old_revision").isNull()
@@ -286,10 +342,16 @@ def _swap_windows(
         report.gold_keys_changed += changed
         if changed:
             append_once(corrections, settings, GOLD_CORRECTIONS, app_id, 0)
+            if gold.name == user_spend_table(settings).name:
+                # A replay's changes reach consumers as late firings (the firings log itself is history).
+                watermark = latest_watermark(spark, staging, gold.name.replace(".", "_"))
+                fired = firing_rows(corrections, settings, watermark, watermark)
+                append_once(fired, settings, firings_table(settings), app_id, 0)
         # A key keeps its revision and time when the rebuild agrees with it, so readers see no change.
         content = joined.where(F.col("revision").isNotNull()).select(
             *KEY,
             "window_end",
+            *(["last_event_time"] if is_sessions else []),
             "total_amount",
             "event_count",
             F.when(F.col("changed"), F.coalesce("old_revision", F.lit(0)) + 1)
@@ -302,22 +364,138 @@ def _swap_windows(
             .alias("updated_at"),
         )
         report.rows_swapped[gold.name] = content.count()
+        if is_sessions:
+            content = content.withColumnsRenamed({new: old for old, new in sessions.items()})
         _overwrite(spark, content, settings, gold, app_id, metadata)
     finally:
         joined.unpersist()
 
 
+#: Stateful streams rebuilt after the swap rather than in staging: a checkpoint's Delta offsets name the
+#: table they read (its id), so one built over the staging silver could not go on reading the live silver;
+#: starting after the swap commit instead (as gold does) would lose the state it had built.
+REBUILT_AFTER_SWAP = frozenset({ORDER_PAYMENTS_STAGE})
+
+
+def _rebuild_order_payments(
+    spark: SparkSession,
+    settings: Settings,
+    staging: Settings,
+    report: ReplayReport,
+    listener: Callable[[StageReport, dict[str, float]], None] | None,
+) -> None:
+    """Rebuild gold.order_payments and its join state from the live silver just swapped in.
+
+    A fresh join stream reads the live silver (through a link, as the staging streams read bronze) into a
+    table of its own: its first batch is silver's whole snapshot (a Delta stream with no starting version),
+    so nothing is late, every pair within the bound is written, and orders whose bound the watermark has
+    passed come out ``unpaid``. Its content replaces the live table in one commit, and its checkpoint (same
+    source table id, offsets just after the swap commit, the state of orders still waiting) replaces the
+    live one, so the live stream goes on from there without writing any row twice.
+    """
+    rebuilt = replace(settings, home=staging.home / "order_payments")
+    rebuilt.ensure_home()
+    link = SILVER_EVENTS.path(rebuilt)
+    link.parent.mkdir(parents=True, exist_ok=True)
+    link.symlink_to(SILVER_EVENTS.path(settings), target_is_directory=True)
+    ensure_tables(spark, rebuilt, [ORDER_PAYMENTS])
+    report.streams.append(run_stage_once(spark, rebuilt, stage_named(rebuilt, ORDER_PAYMENTS_STAGE), listener))
+    content = read_table(spark, rebuilt, ORDER_PAYMENTS)
+    report.rows_swapped[ORDER_PAYMENTS.name] = content.count()
+    _overwrite(spark, content, settings, ORDER_PAYMENTS, f"lakehouse:replay:{report.stamp}:order_payments")
+    live = settings.checkpoints_dir / ORDER_PAYMENTS_STAGE
+    if live.exists():
+        retired = staging.home / "retired-checkpoints"
+        retired.mkdir(parents=True, exist_ok=True)
+        shutil.move(str(live), str(retired / ORDER_PAYMENTS_STAGE))
+    starting_version_file(settings, ORDER_PAYMENTS_STAGE).unlink(missing_ok=True)
+    shutil.move(str(rebuilt.checkpoints_dir / ORDER_PAYMENTS_STAGE), str(live))
+
+
 def _reset_checkpoints(spark: SparkSession, settings: Settings, staging: Settings) -> None:
-    """Silver continues where the staging silver stopped in bronze; gold and reconcile start after the swap."""
+    """Silver continues where the staging silver stopped in bronze; gold and reconcile start after the swap;
+    the keyed streams keep the state their staging runs built and go on after the swap too."""
     gold_stage = stages(settings)[2].name
+    keyed = [stage.name for stage in keyed_stages()]
     retired = staging.home / "retired-checkpoints"
     retired.mkdir(parents=True, exist_ok=True)
-    for name in ("silver_events", gold_stage, RECONCILE_STAGE):
+    for name in ("silver_events", gold_stage, RECONCILE_STAGE, *keyed):
         live = settings.checkpoints_dir / name
         if live.exists():
             shutil.move(str(live), str(retired / name))
         starting_version_file(settings, name).unlink(missing_ok=True)
     shutil.move(str(staging.checkpoints_dir / "silver_events"), str(settings.checkpoints_dir / "silver_events"))
-    for name, source in ((gold_stage, SILVER_EVENTS), (RECONCILE_STAGE, SILVER_LATE_EVENTS)):
-        version = int(DeltaTable.forPath(spark, str(source.path(settings))).history(1).select("version").first()[0])
+    silver_version = _latest_version(spark, settings, SILVER_EVENTS)
+    for name, version in (
+        (gold_stage, silver_version),
+        (RECONCILE_STAGE, _latest_version(spark, settings, SILVER_LATE_EVENTS)),
+    ):
         starting_version_file(settings, name).write_text(str(version + 1))
+    silver_id = deltalake.DeltaTable(str(SILVER_EVENTS.path(settings))).metadata().id
+    for name in keyed:
+        built = staging.checkpoints_dir / name
+        if committed_batches(built):
+            live = settings.checkpoints_dir / name
+            move_checkpoint(built, live)
+            continue_after(live, silver_id, silver_version)
+        else:
+            starting_version_file(settings, name).write_text(str(silver_version + 1))
+
+
+def _latest_version(spark: SparkSession, settings: Settings, table: Table) -> int:
+    return int(DeltaTable.forPath(spark, str(table.path(settings))).history(1).select("version").first()[0])
+
+
+def move_checkpoint(source: Path, target: Path) -> None:
+    """Move a stream's checkpoint folder, state store included.
+
+    A stateful operator's metadata (``state/<op>/_metadata/v2/<batch>``, written by transformWithState)
+    names its state schema files by absolute path; left as they are, the moved query fails at its next start
+    ("File …/_stateSchema/… does not exist") once the old folder is gone. They are pointed at the new place.
+    """
+    shutil.move(str(source), str(target))
+    for entry in target.glob("state/*/_metadata/v2/*"):
+        if entry.name.startswith(".") or not entry.is_file():
+            continue
+        lines = entry.read_text().splitlines()
+        metadata = json.loads(lines[1])
+        for store in metadata.get("stateStoreInfo", []):
+            store["stateSchemaFilePaths"] = [
+                f"file:{target.resolve()}{path[path.rindex('/state/') :]}"
+                for path in store.get("stateSchemaFilePaths", [])
+            ]
+        lines[1] = json.dumps(metadata, separators=(",", ":"))
+        _rewrite(entry, lines)
+
+
+def continue_after(checkpoint: Path, table_id: str, version: int) -> None:
+    """Point a finished checkpoint of a stream reading a Delta table at another table (``table_id``), right
+    after its ``version``: the stream's state (Spark's state store) and watermark stay as they are.
+
+    A keyed stream's state is what it has seen of silver; the staging stream saw all of the rebuilt silver,
+    which the swap commit (``version``) put in place of the live one's rows. Only the source positions
+    change, in the newest offset entry and the one before it: on restart Spark asks the source for the
+    newest committed batch again (from the entry before to the newest, now an empty range), then goes on
+    from the newest.
+    """
+    newest = committed_batches(checkpoint)[-1]
+    for batch_id in (newest - 1, newest):
+        entry = checkpoint / "offsets" / str(batch_id)
+        if not entry.exists():
+            continue
+        lines = entry.read_text().splitlines()
+        offset = json.loads(lines[2])
+        # Delta's offset is the position after the last file read; index -1 at a version means none of it yet.
+        offset.update(reservoirId=table_id, reservoirVersion=version + 1, index=-1, isStartingVersion=False)
+        lines[2] = json.dumps(offset, separators=(",", ":"))
+        _rewrite(entry, lines)
+
+
+def _rewrite(entry: Path, lines: list[str]) -> None:
+    """Replace a checkpoint file's content atomically (a rename)."""
+    partial = entry.with_name(f".{entry.name}.rewrite")
+    partial.write_text("\n".join(lines))
+    # Hadoop's local file system checks a file against its ``.<name>.crc`` when one exists; without it,
+    # the file is read unchecked. The old checksum would fail the new content.
+    entry.with_name(f".{entry.name}.crc").unlink(missing_ok=True)
+    partial.replace(entry)

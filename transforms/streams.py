@@ -21,7 +21,9 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
 from transforms.bronze import LANDING_STAGE, land_lines
+from transforms.joins import ORDER_PAYMENTS_STAGE, pair_orders_with_payments, record_order_payments
 from transforms.kafka import KAFKA_STAGE, land_kafka_messages, partition_lag, read_kafka
+from transforms.keyed_state import distinct_url_counts, fraud_alerts, write_fraud_alerts, write_unique_urls
 from transforms.landing import read_landing
 from transforms.progress import (
     StreamStatus,
@@ -168,9 +170,37 @@ def source_stage(source: str) -> Stage:
     raise ValueError(f"the source must be one of {', '.join(SOURCES)}, got {source!r}")
 
 
+#: The keyed stateful streams over silver.events (transformWithState; their state lives in their checkpoints).
+FRAUD_STAGE = "gold_fraud_alerts"
+UNIQUE_URLS_STAGE = "gold_unique_urls"
+
+
+def _keyed(
+    stage_name: str, operator: Callable[[DataFrame, Settings], DataFrame]
+) -> Callable[[SparkSession, Settings], DataFrame]:
+    """Read silver.events as a stream and apply a keyed stateful operator; the batches are its output."""
+    read_silver = _read_delta(SILVER_EVENTS.name, stage_name)
+    return lambda spark, settings: operator(read_silver(spark, settings), settings)
+
+
+def keyed_stages() -> list[Stage]:
+    """Fraud alerts (first: low latency is their point), then distinct URLs; neither touches the windows
+    gold, so they take no gold lock (each table has one writer, its stream)."""
+    return [
+        Stage(FRAUD_STAGE, _keyed(FRAUD_STAGE, fraud_alerts), write_fraud_alerts, source=SILVER_EVENTS.name),
+        Stage(
+            UNIQUE_URLS_STAGE,
+            _keyed(UNIQUE_URLS_STAGE, distinct_url_counts),
+            write_unique_urls,
+            source=SILVER_EVENTS.name,
+        ),
+    ]
+
+
 def stages(settings: Settings, source: str = "landing") -> list[Stage]:
-    """The pipeline's arrows in order, from ``source`` into bronze, then silver, then gold; each stage's
-    name is also its checkpoint folder's name."""
+    """The pipeline's arrows in order, from ``source`` into bronze, then silver, then gold (the windows,
+    orders joined with payments, then the keyed stateful streams); each stage's name is also its checkpoint
+    folder's name."""
     gold_name = user_spend_table(settings).name.replace(".", "_")
 
     def windows(df: DataFrame, batch_id: int, s: Settings, writer: str) -> dict[str, float]:
@@ -183,7 +213,16 @@ def stages(settings: Settings, source: str = "landing") -> list[Stage]:
             "silver_events", _read_delta(BRONZE_EVENTS.name, "silver_events"), refine_events, source=BRONZE_EVENTS.name
         ),
         Stage(gold_name, _read_delta(SILVER_EVENTS.name, gold_name), windows, GOLD_LOCK, SILVER_EVENTS.name),
+        Stage(ORDER_PAYMENTS_STAGE, _read_order_payments, record_order_payments, source=SILVER_EVENTS.name),
+        *keyed_stages(),
     ]
+
+
+def _read_order_payments(spark: SparkSession, settings: Settings) -> DataFrame:
+    """Orders ⋈ payments: two streaming reads of silver.events in one query, one per side of the join
+    (Spark would make a self-join of one read into two sources anyway), each side with its own watermark."""
+    read = _read_delta(SILVER_EVENTS.name, ORDER_PAYMENTS_STAGE)
+    return pair_orders_with_payments(read(spark, settings), read(spark, settings), settings)
 
 
 RECONCILE_STAGE = "reconcile_late_events"

@@ -13,16 +13,20 @@ from delta.tables import DeltaTable
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from transforms.firings import firing_rows, passed_windows
+from transforms.global_windows import update_global_windows
 from transforms.hopping import closing_windows, roll_up
+from transforms.sessions import closing_sessions, update_sessions
 from warehouse.catalog import (
     GOLD_CORRECTIONS,
     MONEY,
     OPS_WATERMARKS,
     SILVER_LATE_EVENTS,
     Table,
+    firings_table,
     user_spend_table,
 )
-from warehouse.delta import already_written, append_all_once, materialized, merge_once, read_table
+from warehouse.delta import already_written, append_all_once, materialized, merge_once, read_table, side_by_side
 from warehouse.settings import Settings
 
 
@@ -231,6 +235,11 @@ def update_windows(
                 # Logged before the MERGE, and only while it has not committed: a re-run after it would read
                 # the batch's own rows as old values (an empty log commits nothing, so it cannot be the marker).
                 writes.append((_corrections(changes, gold), GOLD_CORRECTIONS))
+                passed = passed_windows(spark, settings, changes, before.watermark, after.watermark, now, batch_id)
+                fired = correction_rows(changes, gold).withColumn("changed", F.lit(True)).unionByName(passed)
+                writes.append(
+                    (firing_rows(fired, settings, before.watermark, after.watermark), firings_table(settings))
+                )
             append_all_once(writes, settings, writer_id, batch_id)
             if n_changed:
                 merge_once(
@@ -241,12 +250,24 @@ def update_windows(
                     consumption_metadata(writer_id, batch_id, silver_version),
                     target=gold.path(settings),
                 )
-            hops = 0
-            if n_changed or after.watermark != before.watermark:
-                hops = roll_up(
-                    spark, settings, changes.select("user_id", "window_start"), after.watermark, now,
-                    "stream_update", f"{writer_id}:hops", batch_id, batch_id, before.watermark,
-                )  # fmt: skip
+            panes = changes.select("user_id", "window_start")
+            moved = bool(n_changed) or after.watermark != before.watermark
+            # Three tables, each written exactly once under its own transaction id, side by side. Each in a
+            # session of its own: the transaction id of a MERGE travels in session settings.
+            hops, global_fired, sessions = side_by_side(
+                lambda: roll_up(
+                    spark.newSession(), settings, panes, after.watermark, now, "stream_update",
+                    f"{writer_id}:hops", batch_id, batch_id, before.watermark,
+                ) if moved else 0,
+                lambda: update_global_windows(
+                    spark.newSession(), settings, windowed, now, f"{writer_id}:global", batch_id
+                ),
+                # Sessions take every event of the batch, late ones included (see transforms.sessions).
+                lambda: update_sessions(
+                    spark.newSession(), settings, windowed, before.watermark, after.watermark, now,
+                    f"{writer_id}:sessions", batch_id, batch_id,
+                ),
+            )  # fmt: skip
         _RECORDED[writer_id] = (batch_id, after)
     finally:
         windowed.unpersist()
@@ -256,6 +277,8 @@ def update_windows(
         "late": n_late,
         "windows_revised": n_revised,
         "hopping_windows_changed": hops,
+        "sessions_changed": sessions,
+        "global_firings": global_fired,
         "watermark": after.watermark.timestamp() if after.watermark else 0.0,
         "watermark_delay_seconds": delay.total_seconds(),
         "watermark_lag_seconds": (now - after.watermark).total_seconds() if after.watermark else 0.0,
@@ -346,11 +369,20 @@ def advance_idle(
         with materialized(_window_changes(spark, settings, gold, empty, left, after, now, None)) as changes:
             closed = 0 if already_written(settings, gold, app_id, version) else changes.count()
             hops = closing_windows(spark, settings, target, left.watermark).count()
-            if not closed and not hops:
+            sessions = closing_sessions(spark, settings, target, left.watermark).count()
+            # Windows whose end an earlier idle advance passed have fired on time already.
+            earlier = marks.where(F.col("watermark") < F.lit(target)).agg(F.max("watermark")).first()[0]
+            fired_up_to = max(left.watermark, _utc(earlier)) if earlier is not None else left.watermark
+            passed = passed_windows(spark, settings, changes, fired_up_to, target, now, None)
+            n_passed = passed.count()
+            if not closed and not hops and not sessions and not n_passed:
                 continue
             writes = []
             if closed:
                 writes.append((_corrections(changes, gold), GOLD_CORRECTIONS))
+            if closed or n_passed:
+                fired = correction_rows(changes, gold).withColumn("changed", F.lit(True)).unionByName(passed)
+                writes.append((firing_rows(fired, settings, fired_up_to, target), firings_table(settings)))
             if target > current:
                 row = _mark_row(spark, query_name, writer_id, batch_id, after, now, "idle", None, None, 0)
                 writes.append((row, OPS_WATERMARKS))
@@ -370,12 +402,16 @@ def advance_idle(
             hops = roll_up(
                 spark, settings, panes, target, now, "window_closed", f"{app_id}:hops", version, None, left.watermark
             )
+            sessions = update_sessions(
+                spark, settings, empty, left.watermark, target, now, f"{app_id}:sessions", version
+            )
         _RECORDED[writer_id] = (batch_id, after)
         return {
             "watermark": target.timestamp(),
             "advanced_seconds": (target - left.watermark).total_seconds(),
             "windows_closed": float(closed),
             "hopping_windows_closed": float(hops),
+            "sessions_closed": float(sessions),
             "watermark_lag_seconds": (now - target).total_seconds(),
         }
     return None

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pyspark.sql.types import (
+    ArrayType,
     BooleanType,
     DataType,
     DateType,
@@ -109,6 +110,8 @@ SILVER_EVENTS = Table(
         Column("payload_hash", StringType(), "SHA-256 of the event's canonical JSON"),
         Column("silver_batch", LongType(), "silver micro-batch that accepted the event", nullable=False),
         Column("event_key", LongType(), "xxhash64 of event_id: the compact key dedup looks history up by"),
+        Column("url", StringType(), "the event's url when it is a JSON string (clicks; read by gold.unique_urls)"),
+        Column("order_id", StringType(), "the event's order_id when a JSON string (orders and payments)"),
     ),
     partition_by=("event_date",),
     key=("event_id",),
@@ -210,6 +213,105 @@ def hopping_spend_table(settings: Settings) -> Table:
     )
 
 
+def user_sessions_table(settings: Settings) -> Table:
+    """Per user, session windows of event time (default 30-minute gap); see transforms.sessions."""
+    gap = settings.session_gap_minutes
+    return Table(
+        layer="gold",
+        short_name="user_sessions",
+        description=(
+            f"Per user, sessions of events at most {gap} minutes apart in event time: [first event, last "
+            f"event + {gap} min), exact spend and count; every event folded in however late (a late event "
+            "bridging two sessions merges them: the later row is retracted); final once the watermark passes "
+            "session end + lateness."
+        ),
+        columns=(
+            Column("user_id", StringType(), "grouping key", nullable=False),
+            Column("session_start", TimestampType(), "event time of the session's first event", nullable=False),
+            Column("session_end", TimestampType(), "last event's time + the gap (exclusive)", nullable=False),
+            Column("last_event_time", TimestampType(), "event time of the session's last event", nullable=False),
+            Column("total_amount", MONEY, "exact sum of the session's events", nullable=False),
+            Column("event_count", LongType(), "number of the session's events", nullable=False),
+            Column("revision", IntegerType(), "1 when first written, +1 on every change", nullable=False),
+            Column("is_final", BooleanType(), "watermark has passed session end + allowed lateness", nullable=False),
+            Column("updated_at", TimestampType(), "processing time of the last change", nullable=False),
+        ),
+        key=("user_id", "session_start"),
+        append_only=False,
+        zorder_by=("user_id",),
+    )
+
+
+def user_spend_global_table(settings: Settings) -> Table:
+    """Per user, one global window (all of time) with a count trigger; see transforms.global_windows."""
+    every = settings.global_trigger_count
+    return Table(
+        layer="gold",
+        short_name="user_spend_global",
+        description=(
+            f"Per user, one global event-time window over all of time (never final) with a count trigger: every "
+            f"{every} events it fires, emitting the accumulated count and spend at that event (fired_*); "
+            "event_count and total_amount run on between firings. Every event counts, however late."
+        ),
+        columns=(
+            Column("user_id", StringType(), "grouping key", nullable=False),
+            Column("event_count", LongType(), "the user's events so far", nullable=False),
+            Column("total_amount", MONEY, "exact sum of the user's events so far", nullable=False),
+            Column("firings", LongType(), f"times the count trigger fired (event_count // {every})", nullable=False),
+            Column("fired_event_count", LongType(), "event count at the last firing (a multiple of the trigger)"),
+            Column("fired_total_amount", MONEY, "accumulated spend the last firing emitted"),
+            Column("fired_at", TimestampType(), "processing time of the last firing"),
+            Column("updated_at", TimestampType(), "processing time of the last change", nullable=False),
+        ),
+        key=("user_id",),
+        append_only=False,
+    )
+
+
+def firings_table(settings: Settings) -> Table:
+    """What the tumbling table emits, one row per firing; see transforms.firings."""
+    spend = user_spend_table(settings)
+    return Table(
+        layer="gold",
+        short_name=f"{spend.short_name}_firings",
+        description=(
+            f"Every firing of {spend.name}'s windows as a downstream consumer receives it: trigger "
+            f"{settings.firing_trigger} (early: partial results each micro-batch; watermark: one on-time "
+            f"result), late firings as new revisions, in {settings.accumulation} mode (accumulating: the whole "
+            "value; discarding: the change since the previous firing; retracting: the previous value "
+            "retracted, then the new one)."
+        ),
+        columns=(
+            Column("user_id", StringType(), "grouping key", nullable=False),
+            Column("window_start", TimestampType(), "window start (inclusive)", nullable=False),
+            Column("window_end", TimestampType(), "window end (exclusive)", nullable=False),
+            Column(
+                "firing",
+                StringType(),
+                "early (watermark before the window's end), on_time (once, when it passes the end), late (a change "
+                "after that), closed (the allowed lateness is over: values unchanged, final)",
+                nullable=False,
+            ),
+            Column("revision", IntegerType(), "the window's revision this firing reports", nullable=False),
+            Column("is_final", BooleanType(), "the window was closed when it fired", nullable=False),
+            Column(
+                "is_retraction", BooleanType(), "retracts the previous firing's value (retracting mode)", nullable=False
+            ),
+            Column("accumulation", StringType(), "accumulating, discarding or retracting", nullable=False),
+            Column(
+                "total_amount",
+                MONEY,
+                "the firing's spend (discarding: the change since the last firing)",
+                nullable=False,
+            ),
+            Column("event_count", LongType(), "the firing's count (discarding: the change)", nullable=False),
+            Column("cause", StringType(), "why the window changed (as in gold.corrections)", nullable=False),
+            Column("fired_at", TimestampType(), "processing time of the firing", nullable=False),
+            Column("gold_batch", LongType(), "window-stage micro-batch that fired it"),
+        ),
+    )
+
+
 GOLD_CORRECTIONS = Table(
     layer="gold",
     short_name="corrections",
@@ -217,8 +319,8 @@ GOLD_CORRECTIONS = Table(
     columns=(
         Column("table_name", StringType(), "gold table that changed", nullable=False),
         Column("user_id", StringType(), "key: user", nullable=False),
-        Column("window_start", TimestampType(), "key: window start", nullable=False),
-        Column("window_end", TimestampType(), "window end", nullable=False),
+        Column("window_start", TimestampType(), "key: window start (sessions: session_start)", nullable=False),
+        Column("window_end", TimestampType(), "window end (sessions: session_end)", nullable=False),
         Column("old_total_amount", MONEY, "total before the change", nullable=False),
         Column("new_total_amount", MONEY, "total after the change", nullable=False),
         Column("old_event_count", LongType(), "count before the change", nullable=False),
@@ -230,12 +332,126 @@ GOLD_CORRECTIONS = Table(
             "cause",
             StringType(),
             "stream_update (new on-time events), late_data (events behind the watermark but within the "
-            "allowed lateness), window_closed (finalized), reconciliation, replay",
+            "allowed lateness; for sessions, any change of a final one), window_closed (finalized), "
+            "session_merged (a session absorbed by an earlier one: its row is deleted, new values 0), "
+            "reconciliation, replay",
             nullable=False,
         ),
         Column("corrected_at", TimestampType(), "processing time of the change", nullable=False),
         Column("gold_batch", LongType(), "window-stage micro-batch that made the change"),
     ),
+)
+
+#: How long after an order a payment still settles it (inclusive); gold.order_payments' bound.
+ORDER_PAYMENT_BOUND_MINUTES = 15
+
+ORDER_PAYMENTS = Table(
+    layer="gold",
+    short_name="order_payments",
+    description=(
+        "Orders joined with their payments by order_id (Spark stream-stream join, left outer): one `paid` row "
+        "per (order, payment) pair whose payment event time lies in [order_time, order_time + "
+        f"{ORDER_PAYMENT_BOUND_MINUTES} min] (inclusive; earlier payments do not count), written when the pair "
+        "meets; one `unpaid` row per order without such a payment, written once when the join's watermark "
+        f"(min over both sides of max event time - watermark delay) passes order_time + {ORDER_PAYMENT_BOUND_MINUTES} "
+        "min. Append-only. Orders or payments arriving behind the join's watermark are dropped by Spark (see "
+        "ops.stream_progress late)."
+    ),
+    columns=(
+        Column("order_id", StringType(), "join key: the order_id both events carry", nullable=False),
+        Column("user_id", StringType(), "the order event's user", nullable=False),
+        Column("order_event_id", StringType(), "event_id of the order event", nullable=False),
+        Column("order_time", TimestampType(), "event time of the order (UTC)", nullable=False),
+        Column("order_amount", MONEY, "the order event's amount", nullable=False),
+        Column("payment_event_id", StringType(), "event_id of the matched payment (null when unpaid)"),
+        Column(
+            "payment_time",
+            TimestampType(),
+            f"event time of the payment, within [order_time, order_time + {ORDER_PAYMENT_BOUND_MINUTES} min] "
+            "(null when unpaid)",
+        ),
+        Column("payment_amount", MONEY, "the payment event's amount (null when unpaid)"),
+        Column(
+            "status",
+            StringType(),
+            "paid (a matched pair) or unpaid (no payment within the bound once the watermark passed it)",
+            nullable=False,
+        ),
+        Column("joined_at", TimestampType(), "processing time the row was written", nullable=False),
+        Column("join_batch", LongType(), "micro-batch of the join stream that wrote the row", nullable=False),
+    ),
+    key=("order_id", "order_event_id", "payment_event_id"),
+)
+
+GOLD_UNIQUE_URLS = Table(
+    layer="gold",
+    short_name="unique_urls",
+    description=(
+        "Per user, the number of distinct URLs clicked in the 24 hours of event time up to window_end: a "
+        "URL counts while its last click is in (window_end - 24 h, window_end]. Kept by a stateful stream "
+        "(transformWithState) over silver.events clicks; a URL leaves the count 24 h of event time after its "
+        "last click, once the stream's watermark (newest event time - the watermark delay) passes that "
+        "instant. One row per user, replaced by a MERGE whenever the count changes (down to 0 on expiry)."
+    ),
+    columns=(
+        Column("user_id", StringType(), "key", nullable=False),
+        Column(
+            "unique_urls", LongType(), "distinct URLs with a click in (window_end - 24 h, window_end]", nullable=False
+        ),
+        Column(
+            "window_end",
+            TimestampType(),
+            "the event-time instant the count refers to: the user's newest click, or the expiry instant "
+            "(last click + 24 h) that lowered it",
+            nullable=False,
+        ),
+        Column(
+            "urls_in_state",
+            LongType(),
+            "URLs the stream still holds for the user (kept until the watermark passes their expiry)",
+            nullable=False,
+        ),
+        Column(
+            "updated_at", TimestampType(), "processing time of the micro-batch that changed the row", nullable=False
+        ),
+    ),
+    key=("user_id",),
+    append_only=False,
+    zorder_by=("user_id",),
+)
+
+GOLD_FRAUD_ALERTS = Table(
+    layer="gold",
+    short_name="fraud_alerts",
+    description=(
+        "Purchases flagged on arrival by a stateful stream (transformWithState) over silver.events, each "
+        "judged against the same user's purchases that arrived before it: large_amount when its amount is at "
+        "least 10x the mean of those in the hour of event time up to it ([t - 1 h, t], at least one), burst "
+        "when it makes 3 or more purchases within 60 s of event time. Purchases behind the stream's watermark "
+        "when they arrive are dropped by Spark (counted as late in ops.stream_progress). Append-only."
+    ),
+    columns=(
+        Column("alert_id", StringType(), "rule:event_id (deterministic: a re-run or replay gives the same id)", False),
+        Column("user_id", StringType(), "the purchasing user", nullable=False),
+        Column("rule", StringType(), "large_amount or burst", nullable=False),
+        Column("event_id", StringType(), "the purchase that triggered the alert", nullable=False),
+        Column("event_time", TimestampType(), "event time of that purchase", nullable=False),
+        Column("amount", MONEY, "its amount", nullable=False),
+        Column(
+            "running_mean",
+            DecimalType(20, 4),
+            "large_amount: mean amount of the user's earlier purchases in [t - 1 h, t] (half-even to 4 places)",
+        ),
+        Column(
+            "triggering_event_ids",
+            ArrayType(StringType(), containsNull=False),
+            "the evidence: the earlier purchases the rule looked at and the triggering one, by event time",
+            nullable=False,
+        ),
+        Column("ingest_time", TimestampType(), "processing time the triggering line was written to bronze"),
+        Column("detected_at", TimestampType(), "processing time of the micro-batch that raised the alert", False),
+    ),
+    key=("alert_id",),
 )
 
 OPS_WATERMARKS = Table(
@@ -282,7 +498,9 @@ OPS_STREAM_PROGRESS = Table(
         Column("batch_seconds", DoubleType(), "wall-clock seconds of the whole trigger"),
         Column("write_seconds", DoubleType(), "seconds inside the batch function (transform and writes)"),
         Column("watermark", TimestampType(), "event-time watermark after the batch (windowing streams)"),
-        Column("late", LongType(), "events set aside as too late by the batch"),
+        Column(
+            "late", LongType(), "events set aside as too late by the batch (a Spark join: rows its watermark dropped)"
+        ),
         Column("quarantined", LongType(), "lines quarantined by the batch"),
         Column("duplicates", LongType(), "duplicate arrivals found by the batch"),
         Column("state_rows", LongType(), "rows held in Spark state stores after the batch"),
@@ -357,7 +575,13 @@ def all_tables(settings: Settings) -> list[Table]:
         SILVER_LATE_EVENTS,
         user_spend_table(settings),
         hopping_spend_table(settings),
+        user_sessions_table(settings),
+        user_spend_global_table(settings),
+        firings_table(settings),
         GOLD_CORRECTIONS,
+        ORDER_PAYMENTS,
+        GOLD_UNIQUE_URLS,
+        GOLD_FRAUD_ALERTS,
         OPS_WATERMARKS,
         OPS_STREAM_PROGRESS,
         OPS_RECONCILIATIONS,

@@ -21,6 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from datetime import datetime
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -203,18 +204,18 @@ def materialized(df: DataFrame) -> Iterator[DataFrame]:
 def append_all_once(writes: list[tuple[DataFrame, Table]], settings: Settings, app_id: str, batch_id: int) -> None:
     """``append_once`` into several tables side by side: each commit's fixed cost (log listing, commit,
     checksum) is mostly driver time, so a few small appends overlap well even on two cores."""
-    if len(writes) <= 1:
-        for df, table in writes:
-            append_once(df, settings, table, app_id, batch_id)
-        return
-    with ThreadPoolExecutor(max_workers=len(writes)) as pool:
-        # Each thread runs in a copy of this context, so the batch scope travels with it.
-        futures = [
-            pool.submit(contextvars.copy_context().run, append_once, df, settings, table, app_id, batch_id)
-            for df, table in writes
-        ]
-        for future in futures:
-            future.result()
+    side_by_side(*(partial(append_once, df, settings, table, app_id, batch_id) for df, table in writes))
+
+
+def side_by_side(*calls: Callable[[], Any]) -> list[Any]:
+    """Run independent writes (to different tables) in threads, each in a copy of this context so a batch
+    scope travels with it; their results in order, the first failure raised. ``transaction_id`` tags a
+    MERGE through session settings: calls that MERGE each need a session of their own (``newSession``)."""
+    if len(calls) <= 1:
+        return [call() for call in calls]
+    with ThreadPoolExecutor(max_workers=len(calls)) as pool:
+        futures = [pool.submit(contextvars.copy_context().run, call) for call in calls]
+        return [future.result() for future in futures]
 
 
 @contextmanager

@@ -182,6 +182,10 @@ class KafkaSettings:
         return host.strip("[]"), int(port)
 
 
+FIRING_TRIGGERS = ("early", "watermark")
+ACCUMULATION_MODES = ("accumulating", "discarding", "retracting")
+
+
 @dataclass(frozen=True)
 class Settings:
     """The lakehouse's configuration.
@@ -197,6 +201,18 @@ class Settings:
     #: every ``hopping_slide_minutes``; sums of whole tumbling windows, so the slide is a multiple of them.
     hopping_size_minutes: int = 60
     hopping_slide_minutes: int = 5
+    #: Session windows (``gold.user_sessions``): events at most this far apart form one session.
+    session_gap_minutes: int = 30
+    #: Global windows (``gold.user_spend_global``): per user, one window over all of time whose count
+    #: trigger fires every ``global_trigger_count`` events.
+    global_trigger_count: int = 100
+    #: What ``gold.user_spend_<n>m_firings`` emits: ``early`` (every micro-batch that changes a window, partial
+    #: results marked non-final, at the streams' trigger cadence) or ``watermark`` (one on-time result when the
+    #: watermark closes the window, then late firings); each firing as ``accumulating`` (the window's value),
+    #: ``discarding`` (only the change since the previous firing) or ``retracting`` (the previous value
+    #: retracted, then the new one).
+    firing_trigger: str = "early"
+    accumulation: str = "accumulating"
     watermark_delay_seconds: int = 120
     allowed_lateness_seconds: int = 60
     trigger_interval_seconds: int = 2
@@ -270,6 +286,10 @@ class Settings:
             window_minutes=_positive_int(env, "LAKEHOUSE_WINDOW_MINUTES", cls.window_minutes),
             hopping_size_minutes=_positive_int(env, "LAKEHOUSE_HOPPING_SIZE_MINUTES", size),
             hopping_slide_minutes=_positive_int(env, "LAKEHOUSE_HOPPING_SLIDE_MINUTES", slide),
+            session_gap_minutes=_positive_int(env, "LAKEHOUSE_SESSION_GAP_MINUTES", cls.session_gap_minutes),
+            global_trigger_count=_positive_int(env, "LAKEHOUSE_GLOBAL_TRIGGER_COUNT", cls.global_trigger_count),
+            firing_trigger=_choice(env, "LAKEHOUSE_FIRING_TRIGGER", cls.firing_trigger, FIRING_TRIGGERS),
+            accumulation=_choice(env, "LAKEHOUSE_ACCUMULATION", cls.accumulation, ACCUMULATION_MODES),
             watermark_delay_seconds=_non_negative_int(
                 env, "LAKEHOUSE_WATERMARK_DELAY_SECONDS", cls.watermark_delay_seconds
             ),

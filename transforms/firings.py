@@ -1,0 +1,136 @@
+"""Triggers and accumulation: the stream of results the tumbling table emits, one row per firing.
+
+``gold.user_spend_<n>m`` holds each window's latest value. Its firings table holds what a downstream
+consumer receives each time a window fires, in the seeds' terms:
+
+- Kinds, by event time: ``early`` while the watermark is before the window's end; ``on_time`` once, when
+  the watermark passes the end (fired even if no event came in that batch); ``late`` for every change
+  after that: events within the allowed lateness (the stream), or beyond it (reconciliation). Each is a
+  new revision of the window's row. When the allowed lateness ends, a ``closed`` firing (values unchanged,
+  ``is_final``) says no stream change will follow; with no lateness it is the on-time firing itself.
+- Trigger (``LAKEHOUSE_FIRING_TRIGGER``): ``early`` fires at every micro-batch that changes an open window
+  (partial results at the streams' processing-time cadence), ``watermark`` keeps only the on-time and late
+  firings (one result when the watermark passes the end, then revisions).
+- Accumulation (``LAKEHOUSE_ACCUMULATION``): ``accumulating`` emits the window's whole value;
+  ``discarding`` only the change since the window's previous firing; ``retracting`` first retracts the
+  previous firing's value (``is_retraction``), then emits the whole new value, so a reader that adds up
+  everything it received (retractions subtracted) holds the current value.
+
+The firings of a change are written with the same transaction id as the change's corrections.
+"""
+
+from datetime import datetime
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from warehouse.catalog import MONEY, user_spend_table
+from warehouse.delta import read_table
+from warehouse.settings import Settings
+
+#: The cause of an on-time firing of a window that did not change (the watermark passed its end).
+WATERMARK_PASSED = "watermark_passed"
+
+
+def passed_windows(
+    spark: SparkSession,
+    settings: Settings,
+    changed: DataFrame,
+    before: datetime | None,
+    after: datetime | None,
+    now: datetime,
+    gold_batch: int | None,
+) -> DataFrame:
+    """Stored windows whose end the watermark passed between ``before`` and ``after`` and that are not
+    among the ``changed`` keys, as unchanged gold.corrections-shaped rows (their on-time firings)."""
+    rows = read_table(spark, settings, user_spend_table(settings))
+    if after is None or after == before:
+        return _as_unchanged(rows.limit(0), settings, now, gold_batch)
+    rows = rows.where(F.col("window_end") <= F.lit(after))
+    if before is not None:
+        rows = rows.where(F.col("window_end") > F.lit(before))
+    rows = rows.join(changed.select("user_id", "window_start"), ["user_id", "window_start"], "left_anti")
+    return _as_unchanged(rows, settings, now, gold_batch)
+
+
+def _as_unchanged(rows: DataFrame, settings: Settings, now: datetime, gold_batch: int | None) -> DataFrame:
+    return rows.select(
+        F.lit(user_spend_table(settings).name).alias("table_name"),
+        "user_id",
+        "window_start",
+        "window_end",
+        F.col("total_amount").alias("old_total_amount"),
+        F.col("total_amount").alias("new_total_amount"),
+        F.col("event_count").alias("old_event_count"),
+        F.col("event_count").alias("new_event_count"),
+        F.col("is_final").alias("old_is_final"),
+        F.col("is_final").alias("new_is_final"),
+        "revision",
+        F.lit(WATERMARK_PASSED).alias("cause"),
+        F.lit(now).cast("timestamp").alias("corrected_at"),
+        F.lit(gold_batch).cast("long").alias("gold_batch"),
+        F.lit(False).alias("changed"),
+    )
+
+
+def firing_rows(changes: DataFrame, settings: Settings, before: datetime | None, after: datetime | None) -> DataFrame:
+    """The firings of tumbling-window changes made while the watermark moved from ``before`` to ``after``.
+
+    ``changes`` are gold.corrections rows (first writes included, with revision 1), plus the unchanged
+    windows whose end the watermark passed (``passed_windows``, ``changed`` false).
+    """
+    if "changed" not in changes.columns:
+        changes = changes.withColumn("changed", F.lit(True))
+    end = F.col("window_end")
+    passed_before = end <= F.lit(before) if before is not None else F.lit(False)
+    passed_after = end <= F.lit(after) if after is not None else F.lit(False)
+    fired = changes.withColumns(
+        {
+            # A row revised by this change existed before it (revision 1 is the first write).
+            "existed": (F.col("revision") > 1) | ~F.col("changed"),
+            "firing": F.when(passed_before & (F.col("cause") == "window_closed"), "closed")
+            .when(passed_before, "late")
+            .when(passed_after, "on_time")
+            .otherwise("early"),
+        }
+    )
+    if settings.firing_trigger == "watermark":
+        fired = fired.where(F.col("firing") != "early")
+        # Values left only once the watermark had passed the end (the on-time firing, then each late one).
+        emitted_before = F.col("existed") & passed_before
+    else:
+        emitted_before = F.col("existed")
+    zero = F.lit(0).cast(MONEY)
+    fired = fired.withColumns(
+        {
+            "emitted_before": emitted_before,
+            "last_amount": F.when(emitted_before, F.col("old_total_amount")).otherwise(zero),
+            "last_count": F.when(emitted_before, F.col("old_event_count")).otherwise(F.lit(0).cast("long")),
+        }
+    )
+
+    def rows(frame: DataFrame, amount: F.Column, count: F.Column, retraction: bool) -> DataFrame:
+        return frame.select(
+            "user_id",
+            "window_start",
+            "window_end",
+            "firing",
+            "revision",
+            F.col("new_is_final").alias("is_final"),
+            F.lit(retraction).alias("is_retraction"),
+            F.lit(settings.accumulation).alias("accumulation"),
+            amount.cast(MONEY).alias("total_amount"),
+            count.cast("long").alias("event_count"),
+            "cause",
+            F.col("corrected_at").alias("fired_at"),
+            "gold_batch",
+        )
+
+    new_amount, new_count = F.col("new_total_amount"), F.col("new_event_count")
+    if settings.accumulation == "discarding":
+        return rows(fired, new_amount - F.col("last_amount"), new_count - F.col("last_count"), False)
+    emitted = rows(fired, new_amount, new_count, False)
+    if settings.accumulation == "retracting":
+        retracted = rows(fired.where("emitted_before"), F.col("last_amount"), F.col("last_count"), True)
+        return retracted.unionByName(emitted)
+    return emitted

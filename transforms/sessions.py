@@ -1,0 +1,258 @@
+"""Session windows: per user, events at most the gap apart in event time form one session.
+
+A session runs ``[first event, last event + gap)``. An event at most one gap after the session's last
+event or before its first joins it (Spark's ``session_window`` rule: two events exactly one gap apart
+share a session); an event within the gap of two sessions bridges them, and they merge: the later row
+is deleted, with a ``session_merged`` correction that retracts its values, and the surviving row is
+revised.
+
+Time semantics: event time. Every silver event is folded in exactly once, by the window stream's batch
+that reads it, however late it is: the allowed lateness decides only when a session is final (the
+watermark has passed ``session_end + lateness``), and a change to a final session is a late firing
+(revision + 1, ``late_data``), and a session a late event extends past the watermark is open again
+(``is_final`` back to false) until the watermark passes its new end. So the table always equals
+sessionizing all of silver at once, finality included.
+
+Each batch works on intervals, not on silver: its events (``[t, t + gap)`` each) and the stored
+sessions they can touch are merged as overlapping intervals, so a batch reads only the sessions of its
+users around its event times (plus the open ones the watermark closes).
+"""
+
+from datetime import datetime, timedelta
+
+from delta.tables import DeltaTable
+from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import functions as F
+
+from warehouse.catalog import GOLD_CORRECTIONS, MONEY, user_sessions_table
+from warehouse.delta import already_written, append_once, materialized, merge_once, read_table
+from warehouse.settings import Settings
+
+KEY = ["user_id", "session_start"]
+
+
+def _micros(seconds: float) -> F.Column:
+    return F.expr(f"INTERVAL {int(seconds * 1_000_000)} MICROSECONDS")
+
+
+def closing_sessions(
+    spark: SparkSession, settings: Settings, watermark: datetime, open_after: datetime | None = None
+) -> DataFrame:
+    """Stored sessions not final yet that ``watermark`` closes; ``open_after`` (an earlier watermark)
+    bounds the search: every session it closed is final already."""
+    lateness = _micros(settings.allowed_lateness_seconds)
+    still_open = read_table(spark, settings, user_sessions_table(settings)).where(~F.col("is_final"))
+    if open_after is not None:
+        still_open = still_open.where(F.col("session_end") + lateness > F.lit(open_after))
+    return still_open.where(F.col("session_end") + lateness <= F.lit(watermark))
+
+
+def update_sessions(
+    spark: SparkSession,
+    settings: Settings,
+    events: DataFrame,
+    before: datetime | None,
+    after: datetime | None,
+    now: datetime,
+    app_id: str,
+    batch_id: int,
+    gold_batch: int | None = None,
+) -> int:
+    """Fold ``events`` (user_id, event_time, amount) into gold.user_sessions and finalize the sessions the
+    watermark's move from ``before`` to ``after`` closes; log every change of a stored row in
+    gold.corrections. Exactly once per (app_id, batch_id); returns the number of session rows changed."""
+    table = user_sessions_table(settings)
+    if already_written(settings, table, app_id, batch_id):
+        return 0
+    gap = _micros(settings.session_gap_minutes * 60)
+    bounds = events.groupBy("user_id").agg(F.min("event_time").alias("lo"), F.max("event_time").alias("hi"))
+    with materialized(bounds) as bounds:
+        lo, hi = bounds.agg(F.min("lo"), F.max("hi")).first()
+        closes = after is not None and after != before
+        if lo is None and not closes:
+            return 0
+        stored = read_table(spark, settings, table)
+        candidates = []
+        if lo is not None:
+            # The global bounds let Delta skip files; the per-user ones pick the sessions an event can join.
+            near = stored.where((F.col("session_end") >= F.lit(lo)) & (F.col("session_start") <= F.lit(hi) + gap))
+            candidates.append(
+                near.join(F.broadcast(bounds), "user_id")
+                .where((F.col("session_end") >= F.col("lo")) & (F.col("session_start") <= F.col("hi") + gap))
+                .drop("lo", "hi")
+            )
+        if closes:
+            candidates.append(closing_sessions(spark, settings, after, before))
+        existing = candidates[0]
+        for more in candidates[1:]:
+            existing = existing.unionByName(more)
+        changes = _changes(existing.distinct(), events, settings, after, now, gold_batch)
+        with materialized(changes) as changes:
+            changed = changes.count()
+            if not changed:
+                return 0
+            # Imported here: transforms.windows calls this module after each of its own changes.
+            from transforms.windows import correction_rows
+
+            logged = changes.where(F.col("old_revision").isNotNull()).withColumnsRenamed(
+                {"session_start": "window_start", "session_end": "window_end"}
+            )
+            append_once(correction_rows(logged, table), settings, GOLD_CORRECTIONS, app_id, batch_id)
+            merge_once(
+                spark,
+                app_id,
+                batch_id,
+                lambda: _merge(spark, settings, changes),
+                {"writer": app_id, "batch": batch_id},
+                target=table.path(settings),
+            )
+    return changed
+
+
+def _changes(
+    existing: DataFrame,
+    events: DataFrame,
+    settings: Settings,
+    after: datetime | None,
+    now: datetime,
+    gold_batch: int | None,
+) -> DataFrame:
+    """One row per session row to write: upserts (new values, old ones when the key existed) and
+    deletions (``new_event_count = 0``) of sessions merged into an earlier one."""
+    gap = _micros(settings.session_gap_minutes * 60)
+    lateness = _micros(settings.allowed_lateness_seconds)
+    intervals = events.select(
+        "user_id",
+        F.col("event_time").alias("start"),
+        (F.col("event_time") + gap).alias("end"),
+        F.col("event_time").alias("last"),
+        F.lit(1).cast("long").alias("n"),
+        F.col("amount").cast(MONEY).alias("amount"),
+        F.lit(None).cast("timestamp").alias("old_start"),
+    ).unionByName(
+        existing.select(
+            "user_id",
+            F.col("session_start").alias("start"),
+            F.col("session_end").alias("end"),
+            F.col("last_event_time").alias("last"),
+            F.col("event_count").alias("n"),
+            F.col("total_amount").alias("amount"),
+            F.col("session_start").alias("old_start"),
+        )
+    )
+    # Gaps and islands: an interval starts a new session when it begins after every earlier end.
+    ordered = Window.partitionBy("user_id").orderBy("start", "end")
+    reach = F.max("end").over(ordered.rowsBetween(Window.unboundedPreceding, -1))
+    opens = F.when(reach.isNull() | (F.col("start") > reach), 1).otherwise(0)
+    labelled = intervals.withColumn("session", F.sum(opens).over(ordered.rowsBetween(Window.unboundedPreceding, 0)))
+    merged = labelled.groupBy("user_id", "session").agg(
+        F.min("start").alias("session_start"),
+        F.max("end").alias("session_end"),
+        F.max("last").alias("last_event_time"),
+        F.sum("n").alias("new_event_count"),
+        F.sum("amount").cast(MONEY).alias("new_total_amount"),
+    )
+    stored = existing.select(
+        "user_id",
+        F.col("session_start").alias("old_start"),
+        F.col("session_end").alias("old_end"),
+        F.col("total_amount").alias("old_total_amount"),
+        F.col("event_count").alias("old_event_count"),
+        F.col("revision").alias("old_revision"),
+        F.col("is_final").alias("old_is_final"),
+    )
+    # Which merged session each stored one went into.
+    olds = (
+        labelled.where(F.col("old_start").isNotNull())
+        .select("user_id", "session", "old_start")
+        .join(stored, ["user_id", "old_start"])
+    )
+    final = (F.col("session_end") + lateness <= F.lit(after)) if after is not None else F.lit(False)
+    zero = F.lit(0).cast(MONEY)
+    upserts = merged.join(olds.drop("session").withColumnRenamed("old_start", "session_start"), KEY, "left").withColumn(
+        "new_is_final", final
+    )
+    values_differ = (
+        F.col("old_revision").isNull()
+        | (F.col("old_end") != F.col("session_end"))
+        | (F.col("old_total_amount") != F.col("new_total_amount"))
+        | (F.col("old_event_count") != F.col("new_event_count"))
+    )
+    upserts = upserts.where(values_differ | (F.col("old_is_final") != F.col("new_is_final"))).select(
+        *KEY,
+        "session_end",
+        "last_event_time",
+        F.coalesce("old_total_amount", zero).alias("old_total_amount"),
+        "new_total_amount",
+        F.coalesce("old_event_count", F.lit(0).cast("long")).alias("old_event_count"),
+        "new_event_count",
+        F.coalesce("old_is_final", F.lit(False)).alias("old_is_final"),
+        "new_is_final",
+        "old_revision",
+        F.when(F.col("old_revision").isNotNull() & ~values_differ, "window_closed")
+        .when(F.coalesce("old_is_final", F.lit(False)), "late_data")
+        .otherwise("stream_update")
+        .alias("cause"),
+    )
+    survivors = merged.select("user_id", "session", F.col("session_start").alias("into"), "session_end")
+    retracted = olds.join(survivors, ["user_id", "session"]).where(F.col("old_start") != F.col("into"))
+    deletions = retracted.select(
+        "user_id",
+        F.col("old_start").alias("session_start"),
+        F.col("old_end").alias("session_end"),
+        F.lit(None).cast("timestamp").alias("last_event_time"),
+        "old_total_amount",
+        zero.alias("new_total_amount"),
+        "old_event_count",
+        F.lit(0).cast("long").alias("new_event_count"),
+        "old_is_final",
+        F.col("old_is_final").alias("new_is_final"),
+        "old_revision",
+        F.lit("session_merged").alias("cause"),
+    )
+    return upserts.unionByName(deletions).select(
+        "*",
+        (F.coalesce("old_revision", F.lit(0)) + 1).cast("int").alias("revision"),
+        F.lit(now).cast("timestamp").alias("updated_at"),
+        F.lit(gold_batch).cast("long").alias("gold_batch"),
+    )
+
+
+def _merge(spark: SparkSession, settings: Settings, changes: DataFrame) -> None:
+    # Values, not increments: they were computed from the stored sessions under the gold lock.
+    (
+        DeltaTable.forPath(spark, str(user_sessions_table(settings).path(settings)))
+        .alias("t")
+        .merge(changes.alias("s"), "t.user_id = s.user_id AND t.session_start = s.session_start")
+        .whenMatchedDelete(condition="s.new_event_count = 0")
+        .whenMatchedUpdate(
+            set={
+                "session_end": "s.session_end",
+                "last_event_time": "s.last_event_time",
+                "total_amount": "s.new_total_amount",
+                "event_count": "s.new_event_count",
+                "revision": "s.revision",
+                "is_final": "s.new_is_final",
+                "updated_at": "s.updated_at",
+            }
+        )
+        .whenNotMatchedInsert(
+            condition="s.new_event_count > 0",
+            values={
+                "user_id": "s.user_id",
+                "session_start": "s.session_start",
+                "session_end": "s.session_end",
+                "last_event_time": "s.last_event_time",
+                "total_amount": "s.new_total_amount",
+                "event_count": "s.new_event_count",
+                "revision": "s.revision",
+                "is_final": "s.new_is_final",
+                "updated_at": "s.updated_at",
+            },
+        )
+        .execute()
+    )
+
+
+def session_gap(settings: Settings) -> timedelta:
+    return timedelta(minutes=settings.session_gap_minutes)
