@@ -15,7 +15,7 @@ from pyspark.sql import SparkSession
 from expectations.report import write_report
 from expectations.suites import SUITES
 from expectations.validation import SuiteResult, to_json
-from warehouse.catalog import OPS_DQ_RESULTS, all_tables
+from warehouse.catalog import OPS_DQ_RESULTS, kept_tables
 from warehouse.delta import append_once, ensure_tables
 from warehouse.settings import Settings
 
@@ -75,7 +75,7 @@ def run_suites(
     if unknown:
         raise KeyError(f"unknown suite {unknown[0]!r}; known suites: {', '.join(SUITES)}")
     settings.ensure_home()
-    ensure_tables(spark, settings, all_tables(settings))
+    ensure_tables(spark, settings, kept_tables(settings))
     chosen = [n for n in SUITES if names is None or n in names]
     run = ValidationRun(
         run_id=run_id or uuid.uuid4().hex,

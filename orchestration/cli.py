@@ -552,6 +552,19 @@ def tables(
     console.print(table)
 
 
+def _missing(settings: Settings, table: Any) -> str:
+    """Why a catalog table has no Delta table yet: not created yet, or left out by LAKEHOUSE_GOLD_OUTPUTS."""
+    from warehouse.catalog import kept_tables
+
+    if table.name not in {t.name for t in kept_tables(settings)}:
+        return f"{table.name} is not kept: add it to LAKEHOUSE_GOLD_OUTPUTS (now {_outputs(settings)}) to keep it"
+    return f"{table.name} does not exist yet; `lakehouse run --once` creates it"
+
+
+def _outputs(settings: Settings) -> str:
+    return ",".join(sorted(settings.gold_outputs)) or "none"
+
+
 def _catalog_table(settings: Settings, name: str) -> Any:
     from warehouse.catalog import table_by_name
 
@@ -648,7 +661,7 @@ def show(
     table = _catalog_table(settings, table_name)
     snapshot = read_snapshot(settings, table, limit, target)
     if snapshot is None:
-        console.print(Text(f"{table.name} does not exist yet; `lakehouse run --once` creates it"))
+        console.print(Text(_missing(settings, table)))
         return
     latest = "latest" if snapshot.version == snapshot.latest_version else f"latest is {snapshot.latest_version}"
     committed = "" if snapshot.committed_at is None else f", committed {_utc(snapshot.committed_at)} UTC"
@@ -700,7 +713,7 @@ def history(
         sys.stdout.write(json.dumps([c.as_json() for c in commits or []], indent=2) + "\n")
         return
     if commits is None:
-        console.print(Text(f"{table.name} does not exist yet; `lakehouse run --once` creates it"))
+        console.print(Text(_missing(settings, table)))
         return
     rows = [
         [

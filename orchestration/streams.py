@@ -163,13 +163,20 @@ def silver_events(context: dg.AssetExecutionContext, lakehouse: LakehouseResourc
     )
 
 
+#: The window tables the gold stream keeps besides user_spend_5m, each an output of ``update_windows`` when
+#: ``LAKEHOUSE_GOLD_OUTPUTS`` keeps it (as the other optional outputs are assets only when kept).
+WINDOW_OUTPUTS = {
+    "hopping": (HOPPING, GOLD),
+    "sessions": (SESSIONS, SILVER_EVENTS),
+    "global": (GLOBAL, SILVER_EVENTS),
+    "firings": (FIRINGS, GOLD),
+}
+
+
 @dg.multi_asset(
     specs=[
         spec(GOLD, [SILVER_EVENTS]),
-        spec(HOPPING, [GOLD]),
-        spec(SESSIONS, [SILVER_EVENTS]),
-        spec(GLOBAL, [SILVER_EVENTS]),
-        spec(FIRINGS, [GOLD]),
+        *(spec(table, [dep]) for output, (table, dep) in WINDOW_OUTPUTS.items() if SETTINGS.keeps(output)),
         spec(SILVER_LATE_EVENTS, [SILVER_EVENTS]),
         spec(GOLD_CORRECTIONS, [SILVER_EVENTS]),
     ],
@@ -204,22 +211,19 @@ def gold_windows(context: dg.AssetExecutionContext, lakehouse: LakehouseResource
             "idle_windows_closed": "idle_windows_closed",
         },
     )
-    yield _materialization(
-        lakehouse,
-        HOPPING,
-        report,
-        {"rows_written": "hopping_windows_changed", "watermark": "watermark"},
-    )
-    yield _materialization(
-        lakehouse,
-        SESSIONS,
-        report,
-        {"rows_written": "sessions_changed", "idle_sessions_closed": "idle_sessions_closed", "watermark": "watermark"},
-    )
-    yield _materialization(
-        lakehouse, GLOBAL, report, {"rows_in": "rows_in", "rows_written": "global_firings", "firings": "global_firings"}
-    )
-    yield _materialization(lakehouse, FIRINGS, report, {"rows_written": "rows_written", "watermark": "watermark"})
+    figures = {
+        "hopping": {"rows_written": "hopping_windows_changed", "watermark": "watermark"},
+        "sessions": {
+            "rows_written": "sessions_changed",
+            "idle_sessions_closed": "idle_sessions_closed",
+            "watermark": "watermark",
+        },
+        "global": {"rows_in": "rows_in", "rows_written": "global_firings", "firings": "global_firings"},
+        "firings": {"rows_written": "rows_written", "watermark": "watermark"},
+    }
+    for output, (table, _) in WINDOW_OUTPUTS.items():
+        if SETTINGS.keeps(output):
+            yield _materialization(lakehouse, table, report, figures[output])
     yield _materialization(lakehouse, SILVER_LATE_EVENTS, report, {"rows_written": "late", "watermark": "watermark"})
     yield _materialization(lakehouse, GOLD_CORRECTIONS, report, {"rows_written": "windows_revised"})
 
@@ -257,13 +261,20 @@ def unique_urls(context: dg.AssetExecutionContext, lakehouse: LakehouseResource)
     return _materialization(lakehouse, GOLD_UNIQUE_URLS, report, figures)
 
 
+#: Every stream's asset; the optional gold outputs only when ``LAKEHOUSE_GOLD_OUTPUTS`` keeps them.
+STREAM_ASSETS = [
+    bronze_events,
+    silver_events,
+    gold_windows,
+    *(asset for output, asset in (("order_payments", order_payments), ("fraud_alerts", fraud_alerts),
+                                  ("unique_urls", unique_urls)) if SETTINGS.keeps(output)),
+]  # fmt: skip
+
 streams_job = dg.define_asset_job(
     "lakehouse_once",
     # Conservation (orchestration.quality) is the one check every run pays for: it is blocking, and gold
     # must not fold a silver batch that lost or invented lines. The other suites run in data_quality.
-    selection=dg.AssetSelection.assets(
-        bronze_events, silver_events, gold_windows, order_payments, fraud_alerts, unique_urls
-    ).without_checks()
+    selection=dg.AssetSelection.assets(*STREAM_ASSETS).without_checks()
     | dg.AssetSelection.checks(dg.AssetCheckKey(asset_key(SILVER_EVENTS), "conservation")),
     description="Run every stream once (availableNow), checking conservation: landing → bronze → silver → gold.",
 )
@@ -316,7 +327,7 @@ def landing_sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult | dg.
 
 
 defs = dg.Definitions(
-    assets=[bronze_events, silver_events, gold_windows, order_payments, fraud_alerts, unique_urls],
+    assets=STREAM_ASSETS,
     jobs=[streams_job],
     sensors=[landing_sensor],
 )

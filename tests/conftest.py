@@ -12,7 +12,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from tests.ui_harness import DagsterUI
-from warehouse.settings import Settings
+from warehouse.settings import GOLD_OUTPUTS, Settings
 
 
 @pytest.fixture(scope="session")
@@ -29,9 +29,18 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
 
 
 @pytest.fixture
-def settings(spark: SparkSession, tmp_path: Path) -> Settings:
-    """Settings whose home (tables, checkpoints, landing) is this test's own folder."""
-    configured = replace(Settings.from_env(), home=tmp_path / "home")
+def settings(spark: SparkSession, tmp_path: Path, request: pytest.FixtureRequest) -> Settings:
+    """Settings whose home (tables, checkpoints, landing) is this test's own folder.
+
+    The optional gold outputs (``LAKEHOUSE_GOLD_OUTPUTS``) are kept only where a test names them with
+    ``@pytest.mark.gold_outputs(...)`` (``"all"`` for every one): each costs every run of the streams a
+    stateful step or a query, and most tests are about the events, silver and user_spend_5m. Tests that
+    run the CLI or Dagster in processes of their own keep the product's default, all of them.
+    """
+    marker = request.node.get_closest_marker("gold_outputs")
+    names = set(marker.args) if marker else set()
+    outputs = frozenset(GOLD_OUTPUTS) if "all" in names else frozenset(names)
+    configured = replace(Settings.from_env(), home=tmp_path / "home", gold_outputs=outputs)
     configured.ensure_home()
     return configured
 

@@ -39,6 +39,8 @@ from warehouse.catalog import (
 from warehouse.delta import batch_scope, table_version
 from warehouse.settings import Settings
 
+pytestmark = pytest.mark.gold_outputs("all")
+
 Key = tuple[str, int]  # (user_id, window start in epoch seconds)
 
 

@@ -29,7 +29,7 @@ from warehouse.catalog import GOLD_FRAUD_ALERTS, GOLD_UNIQUE_URLS, OPS_STREAM_PR
 from warehouse.delta import read_table
 from warehouse.settings import Settings
 
-pytestmark = pytest.mark.xdist_group("keyed_state")
+pytestmark = pytest.mark.gold_outputs("fraud_alerts", "unique_urls")
 
 
 def click(event_id: str, user: str, when: str, url: str | None) -> str:

@@ -15,6 +15,8 @@ from transforms.landing import place_in_landing
 from transforms.streams import run_once
 from warehouse.catalog import user_spend_table
 
+pytestmark = pytest.mark.gold_outputs("all")
+
 REPO = Path(__file__).resolve().parents[1]
 SEED_EXAMPLE = [
     '{"event_id": "a1", "user_id": "A", "event_time": "2024-01-01T10:00:00Z", "amount": 5}',

@@ -27,7 +27,7 @@ from transforms.streams import prepare, run_once
 from warehouse.catalog import OPS_STREAM_PROGRESS, ORDER_PAYMENTS
 from warehouse.delta import batch_scope, read_table
 
-pytestmark = pytest.mark.xdist_group("order_join")
+pytestmark = pytest.mark.gold_outputs("order_payments")
 
 
 def at(clock: str) -> datetime:

@@ -32,7 +32,7 @@ from warehouse.catalog import (
 )
 from warehouse.delta import read_table
 
-pytestmark = pytest.mark.xdist_group("properties")
+pytestmark = pytest.mark.gold_outputs("hopping", "sessions", "global", "firings")
 
 BASE = datetime(2024, 1, 1, 10, 0, tzinfo=UTC)
 DELAY_SECONDS = 120

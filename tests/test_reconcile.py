@@ -3,6 +3,7 @@
 from datetime import UTC, date, datetime
 from decimal import Decimal
 
+import pytest
 from pyspark.sql import functions as F
 
 from tests.lines import HOURS_LATER, SEEDS_EXAMPLE, TOO_LATE, event, land
@@ -18,6 +19,8 @@ from warehouse.catalog import (
     user_spend_table,
 )
 from warehouse.delta import read_table, table_version
+
+pytestmark = pytest.mark.gold_outputs("hopping")
 
 
 def gold_values(spark, settings) -> dict[tuple[str, datetime], tuple[Decimal, int]]:

@@ -8,6 +8,7 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
+import pytest
 from pyspark.sql import functions as F
 
 from tests.lines import event, land
@@ -21,6 +22,8 @@ from warehouse.catalog import (
 )
 from warehouse.delta import read_table
 from warehouse.settings import WatermarkSettings
+
+pytestmark = pytest.mark.gold_outputs("hopping")
 
 
 def at(clock: str) -> datetime:

@@ -26,7 +26,7 @@ from warehouse.catalog import (
 from warehouse.delta import read_table
 from warehouse.settings import WatermarkSettings
 
-pytestmark = pytest.mark.xdist_group("window_kinds")
+pytestmark = pytest.mark.gold_outputs("sessions", "global", "firings")
 
 
 def at(clock: str) -> datetime:

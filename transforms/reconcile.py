@@ -224,9 +224,10 @@ def apply_repairs(
     try:
         # Appended even when empty, so the log's transaction version keeps step with gold's.
         append_once(corrections, settings, GOLD_CORRECTIONS, writer_id, batch_id)
-        watermark = latest_watermark(spark, settings, _gold_query(settings))
-        fired = firing_rows(corrections, settings, watermark, watermark)
-        append_once(fired, settings, firings_table(settings), writer_id, batch_id)
+        if settings.keeps("firings"):
+            watermark = latest_watermark(spark, settings, _gold_query(settings))
+            fired = firing_rows(corrections, settings, watermark, watermark)
+            append_once(fired, settings, firings_table(settings), writer_id, batch_id)
         return corrections.count()
     finally:
         corrections.unpersist()
@@ -370,7 +371,10 @@ def fold_late_events(late: DataFrame, batch_id: int, settings: Settings, writer_
         watermark = latest_watermark(spark, settings, _gold_query(settings))
         repairs = window_repairs(expected, current, settings, watermark, datetime.now(UTC))
         changed = apply_repairs(spark, settings, repairs, dates, writer_id, batch_id, silver_version)
-        roll_up(spark, settings, keys, watermark, datetime.now(UTC), "reconciliation", f"{writer_id}:hops", batch_id)
+        if settings.keeps("hopping"):
+            roll_up(
+                spark, settings, keys, watermark, datetime.now(UTC), "reconciliation", f"{writer_id}:hops", batch_id
+            )
         figures = {
             "late_events": n_late,
             "keys_recomputed": keys.count(),
@@ -422,7 +426,8 @@ def repair_dates(spark: SparkSession, settings: Settings, dates: Sequence[date])
         repairs = window_repairs(expected, current, settings, watermark, datetime.now(UTC))
         changed = apply_repairs(spark, settings, repairs, dates, writer_id, run, silver_version)
         panes = expected.select(*KEY).unionByName(current.select(*KEY))
-        roll_up(spark, settings, panes, watermark, datetime.now(UTC), "reconciliation", f"{writer_id}:hops", run)
+        if settings.keeps("hopping"):
+            roll_up(spark, settings, panes, watermark, datetime.now(UTC), "reconciliation", f"{writer_id}:hops", run)
         figures = {"late_events": 0, "keys_recomputed": expected.count(), "keys_changed": changed}
     finally:
         expected.unpersist()

@@ -247,19 +247,41 @@ def _swap_tables(spark: SparkSession, settings: Settings, staging: Settings, rep
             silver_version = version
     gold = user_spend_table(settings)
     _swap_windows(spark, settings, staging, report, gold, app_id, consumption_metadata(app_id, 0, silver_version))
-    _swap_windows(spark, settings, staging, report, hopping_spend_table(settings), f"{app_id}:hops")
-    _swap_windows(spark, settings, staging, report, user_sessions_table(settings), f"{app_id}:sessions")
-    # Global windows hold running values (no revisions or corrections): the rebuild's replace them.
-    global_windows = user_spend_global_table(settings)
-    content = read_table(spark, staging, global_windows)
-    report.rows_swapped[global_windows.name] = content.count()
-    _overwrite(spark, content, settings, global_windows, f"{app_id}:global")
+    # Gold outputs the home leaves out (LAKEHOUSE_GOLD_OUTPUTS) were not rebuilt: they are left as they are.
+    if settings.keeps("hopping"):
+        _swap_windows(spark, settings, staging, report, hopping_spend_table(settings), f"{app_id}:hops")
+    if settings.keeps("sessions"):
+        _swap_windows(spark, settings, staging, report, user_sessions_table(settings), f"{app_id}:sessions")
+    if settings.keeps("global"):
+        # Global windows hold running values (no revisions or corrections): the rebuild's replace them.
+        global_windows = user_spend_global_table(settings)
+        content = read_table(spark, staging, global_windows)
+        report.rows_swapped[global_windows.name] = content.count()
+        _overwrite(spark, content, settings, global_windows, f"{app_id}:global")
     _swap_keyed(spark, settings, staging, report, app_id)
 
 
 def _swap_keyed(spark: SparkSession, settings: Settings, staging: Settings, report: ReplayReport, app_id: str) -> None:
-    """Swap in the keyed streams' tables. A row the rebuild agrees with keeps its processing time
-    (``updated_at``, ``detected_at``), so a replay that changes nothing shows no change to readers."""
+    """Swap in the keyed streams' tables the home keeps. A row the rebuild agrees with keeps its processing
+    time (``updated_at``, ``detected_at``), so a replay that changes nothing shows no change to readers."""
+    swaps = []
+    if settings.keeps("unique_urls"):
+        swaps.append((GOLD_UNIQUE_URLS, _agreeing_counts(spark, settings, staging)))
+    if settings.keeps("fraud_alerts"):
+        live_alerts = read_table(spark, settings, GOLD_FRAUD_ALERTS).select(
+            "alert_id", F.col("detected_at").alias("live_detected_at")
+        )
+        alerts = read_table(spark, staging, GOLD_FRAUD_ALERTS).join(live_alerts, "alert_id", "left")
+        swaps.append(
+            (GOLD_FRAUD_ALERTS, alerts.withColumn("detected_at", F.coalesce("live_detected_at", "detected_at")))
+        )
+    for table, content in swaps:
+        content = content.select(*table.column_names).localCheckpoint(eager=True)
+        report.rows_swapped[table.name] = content.count()
+        _overwrite(spark, content, settings, table, app_id)
+
+
+def _agreeing_counts(spark: SparkSession, settings: Settings, staging: Settings) -> DataFrame:
     live_counts = read_table(spark, settings, GOLD_UNIQUE_URLS).select(
         "user_id",
         "unique_urls",
@@ -270,16 +292,7 @@ def _swap_keyed(spark: SparkSession, settings: Settings, staging: Settings, repo
     counts = read_table(spark, staging, GOLD_UNIQUE_URLS).join(
         live_counts, ["user_id", "unique_urls", "window_end", "urls_in_state"], "left"
     )
-    counts = counts.withColumn("updated_at", F.coalesce("live_updated_at", "updated_at"))
-    live_alerts = read_table(spark, settings, GOLD_FRAUD_ALERTS).select(
-        "alert_id", F.col("detected_at").alias("live_detected_at")
-    )
-    alerts = read_table(spark, staging, GOLD_FRAUD_ALERTS).join(live_alerts, "alert_id", "left")
-    alerts = alerts.withColumn("detected_at", F.coalesce("live_detected_at", "detected_at"))
-    for table, content in ((GOLD_UNIQUE_URLS, counts), (GOLD_FRAUD_ALERTS, alerts)):
-        content = content.select(*table.column_names).localCheckpoint(eager=True)
-        report.rows_swapped[table.name] = content.count()
-        _overwrite(spark, content, settings, table, app_id)
+    return counts.withColumn("updated_at", F.coalesce("live_updated_at", "updated_at"))
 
 
 def _swap_windows(
@@ -342,7 +355,7 @@ def _swap_windows(
         report.gold_keys_changed += changed
         if changed:
             append_once(corrections, settings, GOLD_CORRECTIONS, app_id, 0)
-            if gold.name == user_spend_table(settings).name:
+            if gold.name == user_spend_table(settings).name and settings.keeps("firings"):
                 # A replay's changes reach consumers as late firings (the firings log itself is history).
                 watermark = latest_watermark(spark, staging, gold.name.replace(".", "_"))
                 fired = firing_rows(corrections, settings, watermark, watermark)
@@ -393,6 +406,8 @@ def _rebuild_order_payments(
     source table id, offsets just after the swap commit, the state of orders still waiting) replaces the
     live one, so the live stream goes on from there without writing any row twice.
     """
+    if not settings.keeps("order_payments"):
+        return
     rebuilt = replace(settings, home=staging.home / "order_payments")
     rebuilt.ensure_home()
     link = SILVER_EVENTS.path(rebuilt)
@@ -416,7 +431,7 @@ def _reset_checkpoints(spark: SparkSession, settings: Settings, staging: Setting
     """Silver continues where the staging silver stopped in bronze; gold and reconcile start after the swap;
     the keyed streams keep the state their staging runs built and go on after the swap too."""
     gold_stage = stages(settings)[2].name
-    keyed = [stage.name for stage in keyed_stages()]
+    keyed = [stage.name for stage in keyed_stages(settings)]
     retired = staging.home / "retired-checkpoints"
     retired.mkdir(parents=True, exist_ok=True)
     for name in ("silver_events", gold_stage, RECONCILE_STAGE, *keyed):

@@ -35,7 +35,14 @@ from transforms.progress import (
 from transforms.reconcile import fold_late_events, repair_dates
 from transforms.silver import refine_events
 from transforms.windows import advance_idle, update_windows
-from warehouse.catalog import BRONZE_EVENTS, SILVER_EVENTS, SILVER_LATE_EVENTS, all_tables, user_spend_table
+from warehouse.catalog import (
+    BRONZE_EVENTS,
+    SILVER_EVENTS,
+    SILVER_LATE_EVENTS,
+    all_tables,
+    kept_tables,
+    user_spend_table,
+)
 from warehouse.delta import batch_scope, ensure_tables
 from warehouse.locks import GOLD_LOCK, hold, hold_all
 from warehouse.settings import Settings
@@ -183,10 +190,11 @@ def _keyed(
     return lambda spark, settings: operator(read_silver(spark, settings), settings)
 
 
-def keyed_stages() -> list[Stage]:
-    """Fraud alerts (first: low latency is their point), then distinct URLs; neither touches the windows
-    gold, so they take no gold lock (each table has one writer, its stream)."""
-    return [
+def keyed_stages(settings: Settings) -> list[Stage]:
+    """Fraud alerts (first: low latency is their point), then distinct URLs, each when the home keeps it
+    (``LAKEHOUSE_GOLD_OUTPUTS``); neither touches the windows gold, so they take no gold lock (each table
+    has one writer, its stream)."""
+    keyed = [
         Stage(FRAUD_STAGE, _keyed(FRAUD_STAGE, fraud_alerts), write_fraud_alerts, source=SILVER_EVENTS.name),
         Stage(
             UNIQUE_URLS_STAGE,
@@ -195,12 +203,14 @@ def keyed_stages() -> list[Stage]:
             source=SILVER_EVENTS.name,
         ),
     ]
+    kept = {FRAUD_STAGE: settings.keeps("fraud_alerts"), UNIQUE_URLS_STAGE: settings.keeps("unique_urls")}
+    return [stage for stage in keyed if kept[stage.name]]
 
 
 def stages(settings: Settings, source: str = "landing") -> list[Stage]:
     """The pipeline's arrows in order, from ``source`` into bronze, then silver, then gold (the windows,
-    orders joined with payments, then the keyed stateful streams); each stage's name is also its checkpoint
-    folder's name."""
+    orders joined with payments, then the keyed stateful streams, each when ``LAKEHOUSE_GOLD_OUTPUTS`` keeps
+    it); each stage's name is also its checkpoint folder's name."""
     gold_name = user_spend_table(settings).name.replace(".", "_")
 
     def windows(df: DataFrame, batch_id: int, s: Settings, writer: str) -> dict[str, float]:
@@ -213,8 +223,12 @@ def stages(settings: Settings, source: str = "landing") -> list[Stage]:
             "silver_events", _read_delta(BRONZE_EVENTS.name, "silver_events"), refine_events, source=BRONZE_EVENTS.name
         ),
         Stage(gold_name, _read_delta(SILVER_EVENTS.name, gold_name), windows, GOLD_LOCK, SILVER_EVENTS.name),
-        Stage(ORDER_PAYMENTS_STAGE, _read_order_payments, record_order_payments, source=SILVER_EVENTS.name),
-        *keyed_stages(),
+        *(
+            [Stage(ORDER_PAYMENTS_STAGE, _read_order_payments, record_order_payments, source=SILVER_EVENTS.name)]
+            if settings.keeps("order_payments")
+            else []
+        ),
+        *keyed_stages(settings),
     ]
 
 
@@ -325,7 +339,7 @@ def prepare(spark: SparkSession, settings: Settings, allow_interrupted_swap: boo
         raise RuntimeError(
             "a replay was interrupted while swapping tables and checkpoints; run `lakehouse replay` to finish it"
         )
-    ensure_tables(spark, settings, all_tables(settings))
+    ensure_tables(spark, settings, kept_tables(settings))
 
 
 def run_stage_once(

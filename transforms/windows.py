@@ -26,7 +26,7 @@ from warehouse.catalog import (
     firings_table,
     user_spend_table,
 )
-from warehouse.delta import already_written, append_all_once, materialized, merge_once, read_table, side_by_side
+from warehouse.delta import already_written, append_all_once, materialized, merge_once, read_table
 from warehouse.settings import Settings
 
 
@@ -235,11 +235,12 @@ def update_windows(
                 # Logged before the MERGE, and only while it has not committed: a re-run after it would read
                 # the batch's own rows as old values (an empty log commits nothing, so it cannot be the marker).
                 writes.append((_corrections(changes, gold), GOLD_CORRECTIONS))
-                passed = passed_windows(spark, settings, changes, before.watermark, after.watermark, now, batch_id)
-                fired = correction_rows(changes, gold).withColumn("changed", F.lit(True)).unionByName(passed)
-                writes.append(
-                    (firing_rows(fired, settings, before.watermark, after.watermark), firings_table(settings))
-                )
+                if settings.keeps("firings"):
+                    passed = passed_windows(spark, settings, changes, before.watermark, after.watermark, now, batch_id)
+                    fired = correction_rows(changes, gold).withColumn("changed", F.lit(True)).unionByName(passed)
+                    writes.append(
+                        (firing_rows(fired, settings, before.watermark, after.watermark), firings_table(settings))
+                    )
             append_all_once(writes, settings, writer_id, batch_id)
             if n_changed:
                 merge_once(
@@ -252,22 +253,22 @@ def update_windows(
                 )
             panes = changes.select("user_id", "window_start")
             moved = bool(n_changed) or after.watermark != before.watermark
-            # Three tables, each written exactly once under its own transaction id, side by side. Each in a
-            # session of its own: the transaction id of a MERGE travels in session settings.
-            hops, global_fired, sessions = side_by_side(
-                lambda: roll_up(
-                    spark.newSession(), settings, panes, after.watermark, now, "stream_update",
-                    f"{writer_id}:hops", batch_id, batch_id, before.watermark,
-                ) if moved else 0,
-                lambda: update_global_windows(
-                    spark.newSession(), settings, windowed, now, f"{writer_id}:global", batch_id
-                ),
+            # One after the other: run side by side, their joins' broadcasts could together exhaust a small
+            # driver. Each writes its own table exactly once under its own transaction id.
+            hops = global_fired = sessions = 0
+            if settings.keeps("hopping") and moved:
+                hops = roll_up(
+                    spark, settings, panes, after.watermark, now, "stream_update", f"{writer_id}:hops", batch_id,
+                    batch_id, before.watermark,
+                )  # fmt: skip
+            if settings.keeps("global"):
+                global_fired = update_global_windows(spark, settings, windowed, now, f"{writer_id}:global", batch_id)
+            if settings.keeps("sessions"):
                 # Sessions take every event of the batch, late ones included (see transforms.sessions).
-                lambda: update_sessions(
-                    spark.newSession(), settings, windowed, before.watermark, after.watermark, now,
-                    f"{writer_id}:sessions", batch_id, batch_id,
-                ),
-            )  # fmt: skip
+                sessions = update_sessions(
+                    spark, settings, windowed, before.watermark, after.watermark, now, f"{writer_id}:sessions",
+                    batch_id, batch_id,
+                )  # fmt: skip
         _RECORDED[writer_id] = (batch_id, after)
     finally:
         windowed.unpersist()
@@ -363,24 +364,28 @@ def advance_idle(
     empty = spark.createDataFrame(
         [], "user_id string, window_start timestamp, window_end timestamp, event_time timestamp, amount decimal(18,2)"
     )
+    keeps_hops, keeps_sessions = settings.keeps("hopping"), settings.keeps("sessions")
     for target in candidates:
         after = replace(prior, watermark=target)
         version = int(target.timestamp() * 1_000_000)
         with materialized(_window_changes(spark, settings, gold, empty, left, after, now, None)) as changes:
             closed = 0 if already_written(settings, gold, app_id, version) else changes.count()
-            hops = closing_windows(spark, settings, target, left.watermark).count()
-            sessions = closing_sessions(spark, settings, target, left.watermark).count()
-            # Windows whose end an earlier idle advance passed have fired on time already.
-            earlier = marks.where(F.col("watermark") < F.lit(target)).agg(F.max("watermark")).first()[0]
-            fired_up_to = max(left.watermark, _utc(earlier)) if earlier is not None else left.watermark
-            passed = passed_windows(spark, settings, changes, fired_up_to, target, now, None)
-            n_passed = passed.count()
+            hops = closing_windows(spark, settings, target, left.watermark).count() if keeps_hops else 0
+            sessions = closing_sessions(spark, settings, target, left.watermark).count() if keeps_sessions else 0
+            n_passed = 0
+            if settings.keeps("firings"):
+                # Windows whose end an earlier idle advance passed have fired on time already.
+                earlier = marks.where(F.col("watermark") < F.lit(target)).agg(F.max("watermark")).first()[0]
+                fired_up_to = max(left.watermark, _utc(earlier)) if earlier is not None else left.watermark
+                passed = passed_windows(spark, settings, changes, fired_up_to, target, now, None)
+                n_passed = passed.count()
+            # Recorded when it closes a window or (firings kept) fires one on time, else it waits.
             if not closed and not hops and not sessions and not n_passed:
                 continue
             writes = []
             if closed:
                 writes.append((_corrections(changes, gold), GOLD_CORRECTIONS))
-            if closed or n_passed:
+            if (closed or n_passed) and settings.keeps("firings"):
                 fired = correction_rows(changes, gold).withColumn("changed", F.lit(True)).unionByName(passed)
                 writes.append((firing_rows(fired, settings, fired_up_to, target), firings_table(settings)))
             if target > current:
@@ -399,12 +404,15 @@ def advance_idle(
                     target=gold.path(settings),
                 )
             panes = changes.select("user_id", "window_start")
-            hops = roll_up(
-                spark, settings, panes, target, now, "window_closed", f"{app_id}:hops", version, None, left.watermark
-            )
-            sessions = update_sessions(
-                spark, settings, empty, left.watermark, target, now, f"{app_id}:sessions", version
-            )
+            if keeps_hops:
+                hops = roll_up(
+                    spark, settings, panes, target, now, "window_closed", f"{app_id}:hops", version, None,
+                    left.watermark,
+                )  # fmt: skip
+            if keeps_sessions:
+                sessions = update_sessions(
+                    spark, settings, empty, left.watermark, target, now, f"{app_id}:sessions", version
+                )
         _RECORDED[writer_id] = (batch_id, after)
         return {
             "watermark": target.timestamp(),

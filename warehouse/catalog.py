@@ -589,6 +589,26 @@ def all_tables(settings: Settings) -> list[Table]:
     ]
 
 
+def gold_output_tables(settings: Settings) -> dict[str, Table]:
+    """The optional gold outputs (``LAKEHOUSE_GOLD_OUTPUTS``) and their tables."""
+    return {
+        "hopping": hopping_spend_table(settings),
+        "sessions": user_sessions_table(settings),
+        "global": user_spend_global_table(settings),
+        "firings": firings_table(settings),
+        "order_payments": ORDER_PAYMENTS,
+        "fraud_alerts": GOLD_FRAUD_ALERTS,
+        "unique_urls": GOLD_UNIQUE_URLS,
+    }
+
+
+def kept_tables(settings: Settings) -> list[Table]:
+    """The tables this home's streams keep: every table but the gold outputs left out of
+    ``LAKEHOUSE_GOLD_OUTPUTS``, in pipeline order."""
+    left_out = {t.name for output, t in gold_output_tables(settings).items() if not settings.keeps(output)}
+    return [t for t in all_tables(settings) if t.name not in left_out]
+
+
 def table_by_name(settings: Settings, name: str) -> Table:
     """Look a table up by its ``layer.name``; raises KeyError with the known names."""
     tables = {t.name: t for t in all_tables(settings)}

@@ -184,6 +184,11 @@ class KafkaSettings:
 
 FIRING_TRIGGERS = ("early", "watermark")
 ACCUMULATION_MODES = ("accumulating", "discarding", "retracting")
+#: The gold outputs beyond ``user_spend_5m`` (and its corrections and late events), each a table kept by the
+#: streams: hopping windows, sessions, global windows, the firings log, orders ⋈ payments, fraud alerts and
+#: unique URLs. ``LAKEHOUSE_GOLD_OUTPUTS`` picks some; a table left out is not written, not rebuilt by a
+#: replay, and not an asset, so none of its cost is paid.
+GOLD_OUTPUTS = ("hopping", "sessions", "global", "firings", "order_payments", "fraud_alerts", "unique_urls")
 
 
 @dataclass(frozen=True)
@@ -213,6 +218,9 @@ class Settings:
     #: retracted, then the new one).
     firing_trigger: str = "early"
     accumulation: str = "accumulating"
+    #: Which of :data:`GOLD_OUTPUTS` the streams keep (``LAKEHOUSE_GOLD_OUTPUTS``: ``all``, ``none`` or a
+    #: comma-separated list).
+    gold_outputs: frozenset[str] = frozenset(GOLD_OUTPUTS)
     watermark_delay_seconds: int = 120
     allowed_lateness_seconds: int = 60
     trigger_interval_seconds: int = 2
@@ -239,6 +247,12 @@ class Settings:
     source: str = "landing"
     kafka: KafkaSettings = field(default_factory=KafkaSettings)
     watermarks: WatermarkSettings = field(default_factory=WatermarkSettings)
+
+    def keeps(self, output: str) -> bool:
+        """Whether the streams keep this gold output (one of :data:`GOLD_OUTPUTS`)."""
+        if output not in GOLD_OUTPUTS:
+            raise KeyError(f"{output!r} is not one of {', '.join(GOLD_OUTPUTS)}")
+        return output in self.gold_outputs
 
     @property
     def window(self) -> timedelta:
@@ -290,6 +304,7 @@ class Settings:
             global_trigger_count=_positive_int(env, "LAKEHOUSE_GLOBAL_TRIGGER_COUNT", cls.global_trigger_count),
             firing_trigger=_choice(env, "LAKEHOUSE_FIRING_TRIGGER", cls.firing_trigger, FIRING_TRIGGERS),
             accumulation=_choice(env, "LAKEHOUSE_ACCUMULATION", cls.accumulation, ACCUMULATION_MODES),
+            gold_outputs=_gold_outputs(env, "LAKEHOUSE_GOLD_OUTPUTS"),
             watermark_delay_seconds=_non_negative_int(
                 env, "LAKEHOUSE_WATERMARK_DELAY_SECONDS", cls.watermark_delay_seconds
             ),
@@ -364,6 +379,21 @@ def _choice(env: Mapping[str, str], name: str, default: str, choices: tuple[str,
     if raw not in choices:
         raise SettingsError(f"{name} must be one of {', '.join(choices)}, got {raw!r}")
     return raw
+
+
+def _gold_outputs(env: Mapping[str, str], name: str) -> frozenset[str]:
+    raw = (env.get(name) or "all").strip()
+    if raw == "all":
+        return frozenset(GOLD_OUTPUTS)
+    if raw == "none":
+        return frozenset()
+    names = {part.strip() for part in raw.split(",") if part.strip()}
+    unknown = sorted(names - set(GOLD_OUTPUTS))
+    if unknown or not names:
+        raise SettingsError(
+            f"{name} must be all, none or a comma-separated list of {', '.join(GOLD_OUTPUTS)}, got {raw!r}"
+        )
+    return frozenset(names)
 
 
 def _optional_path(env: Mapping[str, str], name: str, default: Path) -> Path | None:
