@@ -71,6 +71,7 @@ def test_tables_shows_every_path_whole_in_80_columns(tmp_path: Path) -> None:
         ({"LAKEHOUSE_HOME": "/dev/null/lakehouse"}, "LAKEHOUSE_HOME"),
         ({"LAKEHOUSE_WATERMARK_DELAY_SECONDS": "-5"}, "LAKEHOUSE_WATERMARK_DELAY_SECONDS"),
         ({"LAKEHOUSE_WINDOW_MINUTES": "7"}, "LAKEHOUSE_WINDOW_MINUTES"),
+        ({"LAKEHOUSE_GOLD_OUTPUTS": "sessions,tumbling"}, "LAKEHOUSE_GOLD_OUTPUTS"),
     ],
 )
 def test_bad_configuration_stops_with_one_line(tmp_path: Path, env: dict[str, str], needle: str) -> None:
