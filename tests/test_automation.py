@@ -19,6 +19,7 @@ from warehouse.delta import read_table
 def home_env(settings, monkeypatch):
     """Sensors read LAKEHOUSE_HOME like the daemon does; point it at this test's home."""
     monkeypatch.setenv("LAKEHOUSE_HOME", str(settings.home))
+    monkeypatch.setenv("LAKEHOUSE_GOLD_OUTPUTS", ",".join(sorted(settings.gold_outputs)) or "none")
     return settings
 
 

@@ -155,7 +155,12 @@ def test_sigkill_of_reconcile_and_of_stream_mid_run_then_restart_ends_exact(tmp_
     parts = [lines[n * len(lines) // 12 : (n + 1) * len(lines) // 12] for n in range(12)]
     settings = Settings.from_env({"LAKEHOUSE_HOME": str(home)})
     land(settings, "part-00.jsonl", parts[0])
-    env_settings = {"LAKEHOUSE_MAX_FILES_PER_TRIGGER": "1", "LAKEHOUSE_TRIGGER_INTERVAL_SECONDS": "2"}
+    env_settings = {
+        "LAKEHOUSE_MAX_FILES_PER_TRIGGER": "1",
+        "LAKEHOUSE_TRIGGER_INTERVAL_SECONDS": "2",
+        # Crash safety of the window tables is what this test is about; the hourly table is checked too.
+        "LAKEHOUSE_GOLD_OUTPUTS": "hopping",
+    }
     env = {**os.environ, "LAKEHOUSE_HOME": str(home), **env_settings}
     stream = subprocess.Popen(
         [LAKEHOUSE, "run", "--continuous"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL

@@ -15,8 +15,6 @@ from transforms.landing import place_in_landing
 from transforms.streams import run_once
 from warehouse.catalog import user_spend_table
 
-pytestmark = pytest.mark.gold_outputs("all")
-
 REPO = Path(__file__).resolve().parents[1]
 SEED_EXAMPLE = [
     '{"event_id": "a1", "user_id": "A", "event_time": "2024-01-01T10:00:00Z", "amount": 5}',
@@ -74,6 +72,7 @@ def test_dagster_definitions_validate_on_workspace(tmp_path: Path) -> None:
     assert "Validation successful" in result.stderr + result.stdout
 
 
+@pytest.mark.gold_outputs("all")
 def test_materialize_every_asset_with_real_resources(spark, settings) -> None:
     place_in_landing(settings, "seed.jsonl", lambda h: h.writelines(line + "\n" for line in SEED_EXAMPLE))
     defs = dg.Definitions.merge(
