@@ -60,7 +60,9 @@ class Built:
 
 @pytest.fixture(scope="module")
 def built(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> Built:
-    settings = replace(Settings.from_env(), home=tmp_path_factory.mktemp("quality") / "home")
+    # The suites read bronze, silver and user_spend_5m; the optional gold outputs are left out.
+    home = tmp_path_factory.mktemp("quality") / "home"
+    settings = replace(Settings.from_env(), home=home, gold_outputs=frozenset())
     prepare(spark, settings)
     spec = StreamSpec(events=1500, users=12, rate=2.0, seed=11, start=datetime(2024, 1, 1, tzinfo=UTC))
     lines = list(generate_lines(spec))
