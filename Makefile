@@ -17,7 +17,7 @@ demo: setup
 # browser, so two share the two cores well.
 test: setup
 	$(BIN)/ruff check .
-	$(BIN)/python -m pytest -n 2 --dist loadgroup
+	$(BIN)/python -m pytest -n 2 --dist loadgroup --durations=20
 
 lint: setup
 	$(BIN)/ruff check .

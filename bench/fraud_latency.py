@@ -14,6 +14,7 @@ state (rows, bytes) as ``ops.stream_progress`` recorded it. Figures go to ``benc
     .venv/bin/python -m bench.fraud_latency                       # 20 probes, trigger 1 s
     .venv/bin/python -m bench.fraud_latency --background 20000    # the same over state for 1,000 users
     .venv/bin/python -m bench.fraud_latency --probes 5 --gap 2    # a smoke run
+    .venv/bin/python -m bench.fraud_latency --outputs fraud_alerts  # no other optional gold output in the cycle
 """
 
 import argparse
@@ -34,7 +35,7 @@ from deltalake import DeltaTable
 from bench.run import _lakehouse_command
 from warehouse.catalog import GOLD_FRAUD_ALERTS, GOLD_UNIQUE_URLS, OPS_STREAM_PROGRESS
 from warehouse.locks import lock_holder
-from warehouse.settings import REPO_ROOT, Settings
+from warehouse.settings import GOLD_OUTPUTS, REPO_ROOT, Settings
 
 RESULTS = REPO_ROOT / "bench" / "results"
 KEYED = ("gold_fraud_alerts", "gold_unique_urls")
@@ -180,6 +181,7 @@ def measure(probes: int, gap: float, trigger: int, root: Path, background: int, 
         "cpus": os.cpu_count(),
         "load_average_1m_at_end": round(os.getloadavg()[0], 1),
         "trigger_interval_seconds": trigger,
+        "gold_outputs": sorted(settings.gold_outputs),
         "background_events": background,
         "background_users": users,
         "probes": probes,
@@ -200,7 +202,12 @@ def main() -> None:
     parser.add_argument("--background", type=int, default=0, help="events landed before the probes (state)")
     parser.add_argument("--users", type=int, default=1000, help="users of the background events")
     parser.add_argument("--keep", action="store_true", help="keep the scratch home")
+    parser.add_argument(
+        "--outputs", help="LAKEHOUSE_GOLD_OUTPUTS of the run (default: the environment's, else all); e.g. fraud_alerts"
+    )
     args = parser.parse_args()
+    if args.outputs:
+        os.environ["LAKEHOUSE_GOLD_OUTPUTS"] = args.outputs
     root = REPO_ROOT / ".lakehouse" / f"bench-fraud-latency-{datetime.now(UTC):%Y%m%d-%H%M%S}"
     root.mkdir(parents=True)
     try:
@@ -216,7 +223,10 @@ def main() -> None:
     for stream, figures in result["streams"].items():
         print(f"  {stream}: {figures}")
     RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "fraud_latency.json").write_text(json.dumps(result, indent=2) + "\n")
+    # One file per choice of outputs: the default (all) run and a fraud-only run are both kept.
+    kept = result["gold_outputs"]
+    suffix = "" if len(kept) == len(GOLD_OUTPUTS) else "-" + ("-".join(kept) or "none")
+    (RESULTS / f"fraud_latency{suffix}.json").write_text(json.dumps(result, indent=2) + "\n")
 
 
 if __name__ == "__main__":
