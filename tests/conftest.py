@@ -14,14 +14,6 @@ from pyspark.sql import SparkSession
 from tests.ui_harness import DagsterUI
 from warehouse.settings import GOLD_OUTPUTS, Settings
 
-#: The longest units of work (a module's xdist group, or one test), started first: xdist hands the first
-#: units out as each worker's initial batch, so one collected last would run alone at the end.
-LONGEST_FIRST = ("tests/test_ui.py", "tests/test_cli.py::test_sigkill")
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    items.sort(key=lambda item: not item.nodeid.startswith(LONGEST_FIRST))
-
 
 @pytest.fixture(scope="session")
 def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:

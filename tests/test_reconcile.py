@@ -20,8 +20,6 @@ from warehouse.catalog import (
 )
 from warehouse.delta import read_table, table_version
 
-pytestmark = pytest.mark.gold_outputs("hopping")
-
 
 def gold_values(spark, settings) -> dict[tuple[str, datetime], tuple[Decimal, int]]:
     return {
@@ -34,6 +32,7 @@ def versions(spark, settings) -> dict[str, int | None]:
     return {t.name: table_version(spark, settings, t) for t in kept_tables(settings)}
 
 
+@pytest.mark.gold_outputs("hopping")
 def test_seeds_example_too_late_event_is_folded_in(spark, settings) -> None:
     """A 10:00→5, B 10:02→3, A 10:04→2, B 10:06→1; an event hours later; then the too-late A 10:01→1."""
     land(settings, "first.jsonl", SEEDS_EXAMPLE)

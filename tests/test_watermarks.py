@@ -23,8 +23,6 @@ from warehouse.catalog import (
 from warehouse.delta import read_table
 from warehouse.settings import WatermarkSettings
 
-pytestmark = pytest.mark.gold_outputs("hopping")
-
 
 def at(clock: str) -> datetime:
     return datetime.fromisoformat(f"2024-01-01T{clock}+00:00")
@@ -78,6 +76,7 @@ def test_adaptive_delay_follows_the_observed_lag_within_its_horizon_and_bounds(s
     assert [r.event_id for r in read_table(spark, settings, SILVER_LATE_EVENTS).collect()] == ["e10"]
 
 
+@pytest.mark.gold_outputs("hopping")
 def test_idle_watermark_closes_the_last_windows_without_new_input(spark, settings) -> None:
     """Window 5 min, delay 120 s, lateness 60 s; idle after 30 s, at most 3,600 s of advance."""
     settings = replace(settings, watermarks=WatermarkSettings(idle_seconds=30, idle_max_advance_seconds=3600))
@@ -152,6 +151,7 @@ def test_fixed_policy_records_its_delay_and_never_idles(spark, settings) -> None
     assert advance_idle_watermark(spark, settings, now=utc(mark.recorded_at) + timedelta(days=1)) is None
 
 
+@pytest.mark.gold_outputs("hopping")
 def test_hopping_windows_are_sums_of_the_tumbling_windows_they_cover(spark, settings) -> None:
     """1 h every 5 min over 5-minute windows; delay 120 s, lateness 60 s. Worked out by hand."""
     land(
