@@ -33,6 +33,7 @@ from pathlib import Path
 from deltalake import DeltaTable
 
 from bench.run import _lakehouse_command
+from transforms.streams import keyed_stages
 from warehouse.catalog import GOLD_FRAUD_ALERTS, GOLD_UNIQUE_URLS, OPS_STREAM_PROGRESS
 from warehouse.locks import lock_holder
 from warehouse.settings import GOLD_OUTPUTS, REPO_ROOT, Settings
@@ -99,7 +100,7 @@ def _alert_ids(table: Path) -> set[str]:
 
 
 def _running(settings: Settings) -> bool:
-    names = ("bronze_events", "silver_events", *KEYED)
+    names = ("bronze_events", "silver_events", *(stage.name for stage in keyed_stages(settings)))
     return all(lock_holder(settings, name) for name in names) and GOLD_FRAUD_ALERTS.path(settings).is_dir()
 
 
