@@ -164,19 +164,29 @@ def silver_events(context: dg.AssetExecutionContext, lakehouse: LakehouseResourc
 
 
 #: The window tables the gold stream keeps besides user_spend_5m, each an output of ``update_windows`` when
-#: ``LAKEHOUSE_GOLD_OUTPUTS`` keeps it (as the other optional outputs are assets only when kept).
+#: ``LAKEHOUSE_GOLD_OUTPUTS`` keeps it (as the other optional outputs are assets only when kept): the table,
+#: what it is derived from, and its metadata (key → the window batch's figure).
 WINDOW_OUTPUTS = {
-    "hopping": (HOPPING, GOLD),
-    "sessions": (SESSIONS, SILVER_EVENTS),
-    "global": (GLOBAL, SILVER_EVENTS),
-    "firings": (FIRINGS, GOLD),
+    "hopping": (HOPPING, GOLD, {"rows_written": "hopping_windows_changed", "watermark": "watermark"}),
+    "sessions": (
+        SESSIONS,
+        SILVER_EVENTS,
+        {"rows_written": "sessions_changed", "idle_sessions_closed": "idle_sessions_closed", "watermark": "watermark"},
+    ),
+    "global": (
+        GLOBAL,
+        SILVER_EVENTS,
+        {"rows_in": "rows_in", "rows_written": "global_firings", "firings": "global_firings"},
+    ),
+    "firings": (FIRINGS, GOLD, {"rows_written": "rows_written", "watermark": "watermark"}),
 }
+KEPT_WINDOW_OUTPUTS = [entry for output, entry in WINDOW_OUTPUTS.items() if SETTINGS.keeps(output)]
 
 
 @dg.multi_asset(
     specs=[
         spec(GOLD, [SILVER_EVENTS]),
-        *(spec(table, [dep]) for output, (table, dep) in WINDOW_OUTPUTS.items() if SETTINGS.keeps(output)),
+        *(spec(table, [upstream]) for table, upstream, _ in KEPT_WINDOW_OUTPUTS),
         spec(SILVER_LATE_EVENTS, [SILVER_EVENTS]),
         spec(GOLD_CORRECTIONS, [SILVER_EVENTS]),
     ],
@@ -211,19 +221,8 @@ def gold_windows(context: dg.AssetExecutionContext, lakehouse: LakehouseResource
             "idle_windows_closed": "idle_windows_closed",
         },
     )
-    figures = {
-        "hopping": {"rows_written": "hopping_windows_changed", "watermark": "watermark"},
-        "sessions": {
-            "rows_written": "sessions_changed",
-            "idle_sessions_closed": "idle_sessions_closed",
-            "watermark": "watermark",
-        },
-        "global": {"rows_in": "rows_in", "rows_written": "global_firings", "firings": "global_firings"},
-        "firings": {"rows_written": "rows_written", "watermark": "watermark"},
-    }
-    for output, (table, _) in WINDOW_OUTPUTS.items():
-        if SETTINGS.keeps(output):
-            yield _materialization(lakehouse, table, report, figures[output])
+    for table, _, figures in KEPT_WINDOW_OUTPUTS:
+        yield _materialization(lakehouse, table, report, figures)
     yield _materialization(lakehouse, SILVER_LATE_EVENTS, report, {"rows_written": "late", "watermark": "watermark"})
     yield _materialization(lakehouse, GOLD_CORRECTIONS, report, {"rows_written": "windows_revised"})
 
