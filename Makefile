@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 export PYSPARK_PYTHON := $(abspath $(BIN)/python)
 
-.PHONY: setup demo test lint ui bench clean-home
+.PHONY: setup demo test fuzz lint ui bench clean-home
 
 setup:
 	@bash scripts/setup.sh
@@ -18,6 +18,12 @@ demo: setup
 test: setup
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -n 2 --dist loadgroup --durations=20
+
+# The long differential run of the event rules (tens of thousands of generated lines against the plain-Python
+# reference) and the hostile files at full size (a million empty lines). Prints how many lines it checked.
+fuzz: setup
+	LAKEHOUSE_FUZZ_EXAMPLES=$${LAKEHOUSE_FUZZ_EXAMPLES:-1000} LAKEHOUSE_FUZZ_EMPTY_LINES=1000000 \
+		$(BIN)/python -m pytest -p no:xdist --timeout 7200 -s -q tests/test_fuzz_events.py tests/test_hostile_lines.py
 
 lint: setup
 	$(BIN)/ruff check .

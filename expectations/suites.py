@@ -24,7 +24,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from expectations.validation import CRITICAL, WARNING, SuiteResult, gx_expectations, timed, validate
-from transforms.landing import files_read, split_lines
+from transforms.landing import files_read, read_landing_files, split_lines
 from transforms.reconcile import KEY, ReconcileError, gold_silver_version, recompute_windows
 from transforms.streams import (
     GOLD_LOCK_WAIT_SECONDS,
@@ -169,17 +169,8 @@ def _lines_per_file(spark: SparkSession, settings: Settings, keys: list[str]) ->
     """
     if not keys:
         return spark.createDataFrame([], "source_file string, lines_received long")
-    files = (
-        spark.read.format("text")
-        .option("wholetext", "true")
-        .load(str(settings.landing_dir))
-        .select(
-            "value",
-            _file_key_column("_metadata.file_path").alias("source_file"),
-            F.col("_metadata.file_modification_time").alias("file_modified_at"),
-        )
-        .where(F.col("source_file").isin(keys))
-    )
+    files = read_landing_files(spark, settings).withColumn("source_file", _file_key_column("source_file"))
+    files = files.where(F.col("source_file").isin(keys))
     return split_lines(files).groupBy("source_file").agg(F.count("*").alias("lines_received"))
 
 

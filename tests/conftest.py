@@ -45,7 +45,8 @@ def settings(spark: SparkSession, tmp_path: Path, request: pytest.FixtureRequest
     return configured
 
 
-@pytest.fixture(scope="session")
+# One module uses it: its servers stop with the module instead of ticking on beside later tests.
+@pytest.fixture(scope="module")
 def dagster_ui(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DagsterUI]:
     """The Dagster UI as `make ui` starts it (webserver + daemon, own homes, free port); stopped at the end.
 
@@ -67,7 +68,7 @@ class KafkaBroker:
         return subprocess.run([lakehouse, "kafka", *args], env=self.env, capture_output=True, text=True, timeout=300)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def kafka_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaBroker]:
     """A real Kafka broker started by `lakehouse kafka up` (free port, own home) for the test session;
     `lakehouse kafka down` at the end."""

@@ -6,13 +6,66 @@ Used as the golden for end-to-end runs: it reads the landing files as a user wou
 
 import json
 import re
+import sys
 from collections import Counter, defaultdict
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
 
-ISO = re.compile(r"^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?([Zz]|[+-]\d{2}(:?\d{2})?)?$")
+ISO = re.compile(r"^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?(?:[Zz]|([+-])(\d{2})(?::?(\d{2}))?)?\Z")
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+FIRST_INSTANT = datetime(1, 1, 1, tzinfo=UTC)
+LAST_INSTANT = datetime(9999, 12, 31, 23, 59, 59, 999999, tzinfo=UTC)
+#: Arrays and objects nested deeper than this make a line invalid (the contract's reading, decision 36).
+MAX_DEPTH = 999
+#: A number may have at most this many digits (integer digits and fraction digits, a lone leading 0 not
+#: counted): the JSON parser's limit, the contract's reading (decision 36).
+MAX_NUMBER_DIGITS = 1000
+#: Offsets from UTC up to ±18:00, with minutes under 60.
+MAX_OFFSET = timedelta(hours=18)
+#: The default of LAKEHOUSE_MAX_LINE_BYTES.
+MAX_LINE_BYTES = 1_048_576
+JSON_SPACE = " \t\n\r"
+
+# json's C scanner recurses once per level; MAX_DEPTH levels must not hit Python's recursion limit.
+sys.setrecursionlimit(max(sys.getrecursionlimit(), 10 * MAX_DEPTH))
+
+
+class Number:
+    """A JSON number exactly as written: sign, significant digits and a power of ten (Python ints, so no
+    exponent is too large and no digit is rounded)."""
+
+    def __init__(self, text: str) -> None:
+        self.integer = not any(c in text for c in ".eE")
+        mantissa, _, exponent = text.lower().partition("e")
+        whole, _, fraction = mantissa.partition(".")
+        integer_digits = whole.lstrip("-")
+        if len(integer_digits if integer_digits != "0" else "") + len(fraction) > MAX_NUMBER_DIGITS:
+            raise ValueError("number too long")
+        self.negative = whole.startswith("-")
+        digits = (whole.lstrip("-") + fraction).lstrip("0")
+        self.exponent = int(exponent or "0") - len(fraction)
+        stripped = digits.rstrip("0")
+        self.exponent += len(digits) - len(stripped)
+        self.digits = stripped  # "" for zero
+
+    def as_int(self) -> int | None:
+        """The value when it is an integer written without fraction or exponent, else None (one over 30
+        digits long is returned as ±10^30: far out of any range here, and no 10^huge is computed)."""
+        if not self.integer:
+            return None
+        sign = -1 if self.negative else 1
+        if len(self.digits) + self.exponent > 30:
+            return sign * 10**30
+        return sign * int(self.digits or "0") * 10**self.exponent
+
+    def money(self) -> Decimal | None:
+        """The exact value when it fits decimal(18,2) (at most 16 integer and 2 fractional digits)."""
+        if not self.digits:
+            return Decimal(0)
+        if self.exponent < -2 or len(self.digits) + self.exponent > 16:
+            return None
+        return Decimal((int(self.negative), tuple(int(d) for d in self.digits), self.exponent))
 
 
 def _reject_constant(name: str) -> None:
@@ -26,50 +79,119 @@ def _no_repeated_keys(pairs: list) -> dict:
     return dict(pairs)
 
 
-def parse(line: str) -> dict | None:
-    """The event if the line is valid by the contract, else None."""
+def _depth(line: str) -> int:
+    """How deep arrays and objects nest in ``line``, counted outside strings."""
+    depth = deepest = 0
+    in_string = escaped = False
+    for char in line:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                in_string = False
+        elif char == '"':
+            in_string = True
+        elif char in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif char in "]}":
+            depth -= 1
+    return deepest
+
+
+def _all_text_is_unicode(doc: object) -> bool:
+    """Whether every string (keys too) is Unicode text: no unpaired surrogate from a \\uD800-style escape."""
+    stack = [doc]
+    while stack:
+        item = stack.pop()
+        strings: list = []
+        if isinstance(item, str):
+            strings = [item]
+        elif isinstance(item, dict):
+            strings = list(item)
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+        for text in strings:
+            try:
+                text.encode("utf-8")
+            except UnicodeEncodeError:
+                return False
+    return True
+
+
+def _instant(when: object) -> datetime | None:
+    if isinstance(when, str):
+        match = ISO.match(when)
+        if match is None:
+            return None
+        sign, hours, minutes = match.group(3, 4, 5)
+        if sign and (int(minutes or 0) >= 60 or timedelta(hours=int(hours), minutes=int(minutes or 0)) > MAX_OFFSET):
+            return None
+        try:
+            moment = datetime.fromisoformat(when.upper())
+            moment = moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+        except (ValueError, OverflowError):
+            return None
+    elif isinstance(when, Number) and when.as_int() is not None:
+        try:
+            moment = EPOCH + timedelta(milliseconds=when.as_int())
+        except OverflowError:
+            return None
+    else:
+        return None
+    return moment if FIRST_INSTANT <= moment <= LAST_INSTANT else None
+
+
+def parse(line: str, max_line_bytes: int = MAX_LINE_BYTES) -> dict | None:
+    """The event if the line is valid by the contract, else None. A line that was not UTF-8 reaches here
+    with its bad bytes as lone surrogates (``surrogateescape``) and is invalid."""
+    try:
+        size = len(line.encode("utf-8"))
+    except UnicodeEncodeError:
+        return None
+    if size > max_line_bytes or _depth(line) > MAX_DEPTH:
+        return None
     try:
         doc = json.loads(
-            line, parse_float=Decimal, parse_constant=_reject_constant, object_pairs_hook=_no_repeated_keys
+            line,
+            parse_float=Number,
+            parse_int=Number,
+            parse_constant=_reject_constant,
+            object_pairs_hook=_no_repeated_keys,
         )
     except ValueError:
         return None
-    if not isinstance(doc, dict):
+    if not isinstance(doc, dict) or not _all_text_is_unicode(doc):
         return None
     for key in ("event_id", "user_id"):
-        if not isinstance(doc.get(key), str) or doc[key].strip() == "":
+        if not isinstance(doc.get(key), str) or doc[key].strip(JSON_SPACE) == "":
             return None
-    when = doc.get("event_time")
-    if isinstance(when, str) and ISO.match(when):
-        try:
-            moment = datetime.fromisoformat(when.upper())
-        except ValueError:
-            return None
-        moment = moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
-    elif isinstance(when, int) and not isinstance(when, bool):
-        moment = EPOCH + timedelta(milliseconds=when)
-    else:
+    moment = _instant(doc.get("event_time"))
+    if moment is None:
         return None
     amount = doc.get("amount")
-    if isinstance(amount, bool) or not isinstance(amount, int | Decimal):
-        return None
-    amount = Decimal(amount)
-    if not amount.is_finite() or abs(amount) >= Decimal(10) ** 16 or amount != round(amount, 2):
+    if not isinstance(amount, Number) or amount.money() is None:
         return None
     if doc.get("event_type") is not None and not isinstance(doc["event_type"], str):
         return None
-    return {"event_id": doc["event_id"], "user_id": doc["user_id"], "event_time": moment, "amount": amount}
+    return {"event_id": doc["event_id"], "user_id": doc["user_id"], "event_time": moment, "amount": amount.money()}
 
 
 def landing_lines(landing: Path) -> list[str]:
-    """Every line of every landing file, in arrival order (landing names start with an arrival stamp)."""
+    """Every line of every landing file, in arrival order (landing names start with an arrival stamp).
+
+    Lines are split at LF bytes; a CR before the LF and a UTF-8 byte order mark at a file's start are not
+    part of a line; bytes that are not UTF-8 stay as lone surrogates (``surrogateescape``)."""
     lines: list[str] = []
     for path in sorted(p for p in landing.iterdir() if p.is_file() and not p.name.startswith((".", "_"))):
-        text = path.read_text(encoding="utf-8")
-        parts = text.split("\n")
-        if parts and parts[-1] == "":
+        data = path.read_bytes().removeprefix(b"\xef\xbb\xbf")
+        parts = data.split(b"\n")
+        if parts and parts[-1] == b"":
             parts.pop()
-        lines.extend(part.removesuffix("\r") for part in parts)
+        lines.extend(part.removesuffix(b"\r").decode("utf-8", "surrogateescape") for part in parts)
     return lines
 
 

@@ -150,9 +150,9 @@ def test_sigkill_of_reconcile_and_of_stream_mid_run_then_restart_ends_exact(tmp_
     the stream with a backlog in flight. After a restart and a reconcile, every table is exact and the
     corrections log chains revision by revision."""
     home = tmp_path / "home"
-    spec = StreamSpec(events=3000, users=8, rate=10.0, late_fraction=0.06, seed=8)
+    spec = StreamSpec(events=2000, users=8, rate=10.0, late_fraction=0.06, seed=8)
     lines = list(generate_lines(spec))
-    parts = [lines[n * len(lines) // 12 : (n + 1) * len(lines) // 12] for n in range(12)]
+    parts = [lines[n * len(lines) // 8 : (n + 1) * len(lines) // 8] for n in range(8)]
     settings = Settings.from_env({"LAKEHOUSE_HOME": str(home)})
     land(settings, "part-00.jsonl", parts[0])
     env_settings = {

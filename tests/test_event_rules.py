@@ -6,13 +6,18 @@ from decimal import Decimal
 import pytest
 from pyspark.sql import functions as F
 
-from transforms.events import REASONS, parse_events
+from transforms.events import REASONS, line_text, parse_events
 from transforms.windows import Watermark, assign_windows
+from warehouse.settings import Settings
 
 GOOD = '"event_id": "e1", "user_id": "u1", "event_time": "2024-01-01T10:00:00Z", "amount": 1'
 
 # One line per quarantine reason, each breaking exactly that rule.
-BROKEN = {
+BROKEN: dict[str, str | bytes] = {
+    "not_utf8": b'{"event_id": "e1", "user_id": "u\xff", "event_time": 0, "amount": 1}',
+    "line_too_long": '{"event_id": "e1", "user_id": "u1", "event_time": 0, "amount": 1, "note": "'
+    + "x" * Settings.max_line_bytes
+    + '"}',
     "empty_line": "   ",
     "amount_not_finite": '{"event_id": "e1", "user_id": "u1", "event_time": 0, "amount": NaN}',
     "not_json": '{"event_id": "e1", "user_id": ',
@@ -28,7 +33,9 @@ BROKEN = {
     "event_time_invalid": '{"event_id": "e1", "user_id": "u1", "event_time": "yesterday", "amount": 1}',
     "amount_missing": '{"event_id": "e1", "user_id": "u1", "event_time": 0}',
     "amount_not_number": '{"event_id": "e1", "user_id": "u1", "event_time": 0, "amount": "12.50"}',
-    "amount_not_exact": '{"x": {"amount": 1}, "event_id": "e1", "user_id": "u1", "event_time": 0, "amount": 1e0}',
+    # Two numbers keyed "amount" that are the same double but not the same exact value.
+    "amount_not_exact": '{"x": {"amount": 0.1}, "event_id": "e1", "user_id": "u1", "event_time": 0, '
+    '"amount": 0.10000000000000000000000001e0}',
     "amount_out_of_range": '{"event_id": "e1", "user_id": "u1", "event_time": 0, "amount": 12345678901234567}',
     "amount_too_precise": '{"event_id": "e1", "user_id": "u1", "event_time": 0, "amount": 1.005}',
     "event_type_not_string": '{"event_id": "e1", "user_id": "u1", "event_time": 0, "amount": 1, "event_type": 3}',
@@ -38,7 +45,7 @@ BROKEN = {
 MORE_BROKEN = [
     ("", "empty_line"),
     ('{"event_id": "e1", "user_id": "u1", "event_time": 0, "amount": -Infinity}', "amount_not_finite"),
-    ('{"event_id": "e1", "user_id": "u1", "event_time": 0, "amount": 1e999}', "amount_not_finite"),
+    ('{"event_id": "e1", "user_id": "u1", "event_time": 0, "amount": 1e999}', "amount_out_of_range"),
     ('{"event_id": "e1", "event_id": "e2", "user_id": "u1", "event_time": 0, "amount": 1}', "not_json"),
     ('"just a string"', "not_object"),
     ('{"event_id": "e1", "user_id": "u1", "event_time": 0, "amount": true}', "amount_not_number"),
@@ -78,6 +85,14 @@ VALID = [
         None,
     ),
     ('{"event_id": "e", "user_id": "u", "event_time": 1704103200000, "amount": 1.15e0}', UTC_10, "1.15", None),
+    # A nested "amount" of another value, and the key spelt with escapes: the top-level number's text is found.
+    (
+        '{"x": {"amount": 5e0}, "event_id": "e", "user_id": "u", "event_time": 1704103200000, "amount": 1.5e0}',
+        UTC_10,
+        "1.50",
+        None,
+    ),
+    ('{"event_id": "e", "user_id": "u", "event_time": 1704103200000, "\\u0061mount": 25e-1}', UTC_10, "2.50", None),
     ('{"event_id": "e", "user_id": "u", "event_time": 1704103200000, "amount": 1.50, "x": [1]}', UTC_10, "1.50", None),
     (
         '{"event_id": "e", "user_id": "u", "event_time": 1704103200000, "amount": 9999999999999999.99}',
@@ -100,9 +115,14 @@ VALID = [
 ]
 
 
-def _parse(spark, lines: list[str]) -> list:
-    frame = spark.createDataFrame([(i, line) for i, line in enumerate(lines)], "n int, raw string")
-    return parse_events(frame).orderBy("n").collect()
+def _parse(spark, lines: list[str | bytes]) -> list:
+    """The rules' verdicts on lines received as these bytes (a str as its UTF-8), in order."""
+    received = [(i, line if isinstance(line, bytes) else line.encode()) for i, line in enumerate(lines)]
+    raw, raw_bytes = line_text(F.col("line"))
+    frame = spark.createDataFrame(received, "n int, line binary").select(
+        "n", raw.alias("raw"), raw_bytes.alias("raw_bytes")
+    )
+    return parse_events(frame, Settings.max_line_bytes).orderBy("n").collect()
 
 
 def test_every_reason_has_a_line_that_breaks_only_that_rule() -> None:

@@ -244,7 +244,7 @@ def test_continuous_kafka_run_survives_sigkill_and_a_broker_outage(kafka_setting
         # The source is what this test is about: gold.user_spend_5m alone is checked.
         "LAKEHOUSE_GOLD_OUTPUTS": "none",
     }
-    spec = StreamSpec(events=2400, users=12, rate=2.0, duplicate_fraction=0.05, late_fraction=0.0, seed=5)
+    spec = StreamSpec(events=1200, users=12, rate=2.0, duplicate_fraction=0.05, late_fraction=0.0, seed=5)
     lines = list(generate_lines(spec))
     first, second = lines[: len(lines) * 2 // 3], lines[len(lines) * 2 // 3 :]
     command = [LAKEHOUSE, "run", "--continuous", "--source", "kafka"]

@@ -13,6 +13,7 @@ from pathlib import Path
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from transforms.events import line_text
 from warehouse.settings import Settings
 
 #: The Kafka → bronze stream's name (and checkpoint folder): beside the landing stream, never instead.
@@ -44,8 +45,9 @@ def read_kafka(spark: SparkSession, settings: Settings) -> DataFrame:
     reader = spark.readStream.format("kafka")
     for name, value in kafka_options(settings).items():
         reader = reader.option(name, value)
+    raw, raw_bytes = line_text(F.col("value"))
     return reader.load().select(
-        F.col("value").cast("string").alias("raw"),
+        raw.alias("raw"),
         F.lit("kafka").alias("source"),
         F.lit(None).cast("string").alias("source_file"),
         F.lit(None).cast("long").alias("source_line"),
@@ -55,6 +57,7 @@ def read_kafka(spark: SparkSession, settings: Settings) -> DataFrame:
         F.col("offset").alias("kafka_offset"),
         F.col("timestamp").alias("kafka_timestamp"),
         F.col("key").cast("string").alias("kafka_key"),
+        raw_bytes.alias("raw_bytes"),
     )
 
 

@@ -14,7 +14,11 @@ from urllib.parse import unquote
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from transforms.events import line_text
 from warehouse.settings import Settings
+
+#: The binaryFile source's fixed columns (a stream must be given its schema).
+_BINARY_FILE_SCHEMA = "path string, modificationTime timestamp, length long, content binary"
 
 
 def read_landing(spark: SparkSession, settings: Settings) -> DataFrame:
@@ -26,49 +30,65 @@ def read_landing(spark: SparkSession, settings: Settings) -> DataFrame:
     files still being written) are ignored by Spark.
     """
     settings.landing_dir.mkdir(parents=True, exist_ok=True)
+    # Files are read as bytes (one row per file keeps every line's position exact): Spark's text source
+    # would replace bytes that are not UTF-8 before anything could keep them.
     files = (
-        spark.readStream.format("text")
-        # One row per file keeps every line's position exact: line numbers come from the split below.
-        .option("wholetext", "true")
+        spark.readStream.format("binaryFile")
+        .schema(_BINARY_FILE_SCHEMA)
         .option("maxFilesPerTrigger", settings.max_files_per_trigger)
         .load(str(settings.landing_dir))
-        .select(
-            F.col("value"),
-            F.col("_metadata.file_path").alias("source_file"),
-            F.col("_metadata.file_modification_time").alias("file_modified_at"),
-        )
     )
-    return split_lines(files)
+    return split_lines(_file_columns(files))
+
+
+def read_landing_files(spark: SparkSession, settings: Settings) -> DataFrame:
+    """Every file now in the landing folder as one batch, in the shape :func:`split_lines` takes."""
+    return _file_columns(spark.read.format("binaryFile").load(str(settings.landing_dir)))
+
+
+def _file_columns(files: DataFrame) -> DataFrame:
+    return files.select(
+        F.col("content"),
+        F.col("_metadata.file_path").alias("source_file"),
+        F.col("_metadata.file_modification_time").alias("file_modified_at"),
+    )
 
 
 def split_lines(files: DataFrame) -> DataFrame:
-    """One row per line of each file's text: ``raw`` without its line break, ``source_line`` 1-based.
+    """One row per line of each file's bytes (``content``): ``raw`` without its line break, ``source_line``
+    1-based, ``raw_bytes`` only for a line that is not UTF-8.
 
     The empty string after a file's final line break is not a line; every other empty line is kept (it
-    is received, so bronze has it, and silver quarantines it).
+    is received, so bronze has it, and silver quarantines it). A CR before the LF is part of the line
+    break, and a UTF-8 byte order mark at the start of a file is not part of its first line.
     """
-    # Split once into a column: written inline, Spark would re-split the whole file for every line it emits.
-    split = files.select("source_file", "file_modified_at", F.split(F.col("value"), "\n").alias("lines"))
-    return (
-        split.select(
-            "source_file",
-            "file_modified_at",
-            F.posexplode("lines").alias("position", "raw"),
-            F.size("lines").alias("parts"),
-        )
-        .where(~((F.col("position") == F.col("parts") - 1) & (F.col("raw") == "")))
-        .select(
-            F.regexp_replace("raw", "\r$", "").alias("raw"),
-            F.lit("file").alias("source"),
-            "source_file",
-            (F.col("position") + 1).cast("long").alias("source_line"),
-            "file_modified_at",
-            F.lit(None).cast("string").alias("kafka_topic"),
-            F.lit(None).cast("int").alias("kafka_partition"),
-            F.lit(None).cast("long").alias("kafka_offset"),
-            F.lit(None).cast("timestamp").alias("kafka_timestamp"),
-            F.lit(None).cast("string").alias("kafka_key"),
-        )
+    # ISO-8859-1 maps each byte to one character and back, so the bytes are split at LF without being
+    # decoded; each line is re-encoded to its exact bytes afterwards. Split once into a column: written
+    # inline, Spark would re-split the whole file for every line it emits.
+    split = files.select(
+        "source_file", "file_modified_at", F.split(F.decode("content", "ISO-8859-1"), "\n").alias("lines")
+    )
+    lines = split.select(
+        "source_file",
+        "file_modified_at",
+        F.posexplode("lines").alias("position", "text"),
+        F.size("lines").alias("parts"),
+    ).where(~((F.col("position") == F.col("parts") - 1) & (F.col("text") == "")))
+    text = F.regexp_replace("text", "\r$", "")
+    text = F.when(F.col("position") == 0, F.regexp_replace(text, "^\u00ef\u00bb\u00bf", "")).otherwise(text)
+    raw, raw_bytes = line_text(F.encode(text, "ISO-8859-1"))
+    return lines.select(
+        raw.alias("raw"),
+        F.lit("file").alias("source"),
+        "source_file",
+        (F.col("position") + 1).cast("long").alias("source_line"),
+        "file_modified_at",
+        F.lit(None).cast("string").alias("kafka_topic"),
+        F.lit(None).cast("int").alias("kafka_partition"),
+        F.lit(None).cast("long").alias("kafka_offset"),
+        F.lit(None).cast("timestamp").alias("kafka_timestamp"),
+        F.lit(None).cast("string").alias("kafka_key"),
+        raw_bytes.alias("raw_bytes"),
     )
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from pyspark.sql.types import (
     ArrayType,
+    BinaryType,
     BooleanType,
     DataType,
     DateType,
@@ -49,10 +50,27 @@ class Table:
     properties: dict[str, str] = field(default_factory=dict)
     #: Columns maintenance Z-orders the files by (readers filter by them), beyond the partitioning.
     zorder_by: tuple[str, ...] = ()
+    #: Columns Delta keeps no min/max statistics for: a received line may be megabytes long, and Delta's
+    #: writer copies the running maximum for every row it writes (a 10 MB line ahead of 200,000 short ones
+    #: cost minutes); nothing filters on them.
+    no_stats: tuple[str, ...] = ()
 
     @property
     def name(self) -> str:
         return f"{self.layer}.{self.short_name}"
+
+    @property
+    def table_properties(self) -> dict[str, str]:
+        """The Delta table properties: ``properties``, and which columns get statistics when some do not."""
+        if not self.no_stats:
+            return dict(self.properties)
+        skipped = (*self.no_stats, *self.partition_by)  # partition values are in the log anyway
+        with_stats = ",".join(
+            c.name
+            for c in self.columns
+            if c.name not in skipped and not isinstance(c.type, BooleanType | BinaryType | ArrayType)
+        )
+        return {**self.properties, "delta.dataSkippingStatsColumns": with_stats}
 
     @property
     def schema(self) -> StructType:
@@ -91,8 +109,15 @@ BRONZE_EVENTS = Table(
         Column("ingest_date", DateType(), "UTC date of ingest_time (partition)", nullable=False),
         Column("kafka_timestamp", TimestampType(), "the record's Kafka timestamp (kafka source; not event time)"),
         Column("kafka_key", StringType(), "the record's key (kafka source; the producer keys by user_id)"),
+        Column(
+            "raw_bytes",
+            BinaryType(),
+            "the line's bytes exactly as received, kept only when they are not valid UTF-8 (raw then shows each "
+            "invalid sequence as U+FFFD)",
+        ),
     ),
     partition_by=("ingest_date",),
+    no_stats=("raw", "raw_bytes"),
 )
 
 SILVER_EVENTS = Table(
@@ -126,7 +151,9 @@ SILVER_QUARANTINE = Table(
         Column("reason", StringType(), "machine-readable rule that failed (see transforms.events)", nullable=False),
         *_source_position_columns(),
         Column("silver_batch", LongType(), "silver micro-batch that quarantined the line", nullable=False),
+        Column("raw_bytes", BinaryType(), "the line's bytes as received, when they are not valid UTF-8 (not_utf8)"),
     ),
+    no_stats=("raw", "raw_bytes"),
 )
 
 SILVER_DUPLICATES = Table(
@@ -142,6 +169,7 @@ SILVER_DUPLICATES = Table(
         Column("first_payload_hash", StringType(), "SHA-256 of the first arrival's canonical JSON"),
         Column("silver_batch", LongType(), "silver micro-batch that saw the duplicate", nullable=False),
     ),
+    no_stats=("raw",),
 )
 
 SILVER_LATE_EVENTS = Table(

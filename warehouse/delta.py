@@ -49,12 +49,13 @@ def ensure_table(spark: SparkSession, settings: Settings, table: Table) -> None:
     path = str(table.path(settings))
     if is_delta_table(table.path(settings)):
         _add_new_columns(spark, table, path)
+        _set_new_properties(spark, table, path)
     else:
         builder = DeltaTable.createIfNotExists(spark).location(path).addColumns(table.schema)
         if table.partition_by:
             builder = builder.partitionedBy(*table.partition_by)
         builder = builder.comment(table.description)
-        for key, value in table.properties.items():
+        for key, value in table.table_properties.items():
             builder = builder.property(key, value)
         builder.execute()
 
@@ -69,6 +70,14 @@ def _add_new_columns(spark: SparkSession, table: Table, path: str) -> None:
         raise RuntimeError(f"{table.name} lacks the required column(s) {', '.join(required)}: rebuild it with a replay")
     added = ", ".join(f"`{column.name}` {column.type.simpleString()}" for column in missing)
     spark.sql(f"ALTER TABLE delta.`{path}` ADD COLUMNS ({added})")
+
+
+def _set_new_properties(spark: SparkSession, table: Table, path: str) -> None:
+    existing = deltalake.DeltaTable(path).metadata().configuration
+    changed = {key: value for key, value in table.table_properties.items() if existing.get(key) != value}
+    if changed:
+        assignments = ", ".join(f"'{key}' = '{value}'" for key, value in changed.items())
+        spark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ({assignments})")
 
 
 def ensure_tables(spark: SparkSession, settings: Settings, tables: list[Table]) -> None:

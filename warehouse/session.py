@@ -66,7 +66,9 @@ def driver_jvm_options(settings: Settings) -> list[str]:
     verifying thousands of Spark, Delta and Catalyst classes: measured 3.5 s of a 28 s ``run --once``.
     An archive from another JVM or class path is ignored by the JVM (``-Xshare:auto``), never fatal.
     """
-    options = []
+    # Spark walks a parsed JSON document recursively (its schema, its canonical text): a line nested 999
+    # deep, which the event rules accept, overflowed the default 1 MB thread stack and killed the JVM.
+    options = ["-Xss8m"]
     if settings.class_archive is not None and settings.class_archive.is_file():
         options.append(f"-XX:SharedArchiveFile={settings.class_archive}")
     options.extend(settings.jvm_options.split())

@@ -225,6 +225,9 @@ class Settings:
     allowed_lateness_seconds: int = 60
     trigger_interval_seconds: int = 2
     max_files_per_trigger: int = 50
+    #: A received line longer than this many bytes is kept in bronze and quarantined (``line_too_long``)
+    #: without being parsed: what one line may cost the parser is bounded.
+    max_line_bytes: int = 1_048_576
     shuffle_partitions: int = 4
     driver_memory: str = "4g"
     spark_ui: bool = False
@@ -315,6 +318,7 @@ class Settings:
                 env, "LAKEHOUSE_TRIGGER_INTERVAL_SECONDS", cls.trigger_interval_seconds
             ),
             max_files_per_trigger=_positive_int(env, "LAKEHOUSE_MAX_FILES_PER_TRIGGER", cls.max_files_per_trigger),
+            max_line_bytes=_positive_int(env, "LAKEHOUSE_MAX_LINE_BYTES", cls.max_line_bytes),
             shuffle_partitions=_positive_int(env, "LAKEHOUSE_SHUFFLE_PARTITIONS", cls.shuffle_partitions),
             driver_memory=_memory(env, "LAKEHOUSE_DRIVER_MEMORY", cls.driver_memory),
             spark_ui=_boolean(env, "LAKEHOUSE_SPARK_UI", cls.spark_ui),
