@@ -30,7 +30,7 @@ from hypothesis import strategies as st
 from pyspark.sql import functions as F
 
 from tests.reference import parse as reference_parse
-from transforms.events import parse_events
+from transforms.events import line_text, parse_events
 from warehouse.settings import Settings
 
 EXAMPLES = int(os.environ.get("LAKEHOUSE_FUZZ_EXAMPLES", "30"))
@@ -782,6 +782,66 @@ def test_fixed_lines_agree(spark) -> None:
 def test_spark_and_reference_agree_on_generated_lines(spark, lines: list[str]) -> None:
     CHECKED["examples"] += 1
     assert_agree(spark, lines)
+
+
+@st.composite
+def corrupted_bytes(draw) -> bytes:
+    """A valid event's UTF-8 bytes with bytes inserted, replaced or cut (any byte but LF, which ends a line):
+    often not UTF-8 any more (a stray continuation byte, a sequence cut short, an encoded surrogate)."""
+    data = bytearray(draw(valid_event_line()).encode())
+    for _ in range(draw(st.integers(min_value=1, max_value=3))):
+        at = draw(st.integers(min_value=0, max_value=len(data)))
+        piece = draw(
+            st.one_of(
+                st.binary(min_size=1, max_size=3),
+                st.sampled_from(
+                    [b"\x80", b"\xc3", b"\xe2\x82", b"\xed\xa0\x80", b"\xf4\x90\x80\x80", b"\xff", b"\xc0\xaf"]
+                ),
+            )
+        )
+        if draw(st.booleans()):
+            data[at:at] = piece
+        else:
+            data[at : at + len(piece)] = piece
+    return bytes(data).replace(b"\n", b" ")
+
+
+@hypothesis_settings(
+    max_examples=max(3, EXAMPLES // 5),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    phases=[Phase.explicit, Phase.reuse, Phase.generate, Phase.target, Phase.shrink],
+)
+@given(received=st.lists(corrupted_bytes(), min_size=MIN_LINES, max_size=MAX_LINES))
+def test_spark_and_reference_agree_on_corrupted_bytes(spark, received: list[bytes]) -> None:
+    """Bytes as the landing stream receives them: Spark's rules see ``line_text`` of the bytes (``not_utf8``
+    when they are not UTF-8); the reference sees them decoded with ``surrogateescape``. Same verdicts, and
+    the same values for the lines that are still valid events."""
+    CHECKED["examples"] += 1
+    CHECKED["lines"] += len(received)
+    CHECKED["spark_lines"] += len(set(received))
+    raw, raw_bytes = line_text(F.col("line"))
+    frame = spark.createDataFrame(list(enumerate(received)), "n int, line binary").select(
+        "n", raw.alias("raw"), raw_bytes.alias("raw_bytes")
+    )
+    rows = parse_events(frame, Settings.max_line_bytes).select(
+        "n", "reason", "event_id", "user_id", F.unix_micros("event_time").alias("micros"), "amount"
+    )
+    spark_side = {r.n: r for r in rows.collect()}
+    for n, line in enumerate(received):
+        expected = reference_parse(line.decode("utf-8", "surrogateescape"))
+        got = spark_side[n]
+        if expected is None:
+            assert got.reason is not None, f"Spark accepted {line!r}, the reference did not"
+            continue
+        micros = (expected["event_time"] - EPOCH) // MICROSECOND
+        assert got.reason is None, f"Spark quarantined {line!r} ({got.reason}), the reference accepted it"
+        assert (got.event_id, got.user_id, got.micros, got.amount) == (
+            expected["event_id"],
+            expected["user_id"],
+            micros,
+            expected["amount"],
+        ), line
 
 
 def test_lines_that_once_killed_the_jvm(spark) -> None:
