@@ -86,9 +86,10 @@ def assert_changes_no_row(spark: SparkSession, settings: Settings, step: Callabl
     """Run ``step`` and assert every table holds the same rows as before it: a table with no new commit
     does (a Delta version's rows are fixed); a table ``step`` committed to is compared row by row with its
     version before ``step``."""
-    before = {table: DeltaTable(str(table.path(settings))).version() for table in kept_tables(settings)}
+    tables = kept_tables(settings)
+    before = [DeltaTable(str(table.path(settings))).version() for table in tables]
     step()
-    for table, version in before.items():
+    for table, version in zip(tables, before, strict=True):
         if DeltaTable(str(table.path(settings))).version() != version:
             then = spark.read.format("delta").option("versionAsOf", version).load(str(table.path(settings)))
             assert _rows(read(spark, settings, table)) == _rows(then), table.name
