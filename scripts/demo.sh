@@ -23,7 +23,8 @@ cat > "$scratch/first.jsonl" <<'JSON'
 {"event_id": "c1", "user_id": "C", "event_time": "2024-01-01T13:00:00Z", "amount": 4}
 JSON
 echo '{"event_id": "a3", "user_id": "A", "event_time": "2024-01-01T10:01:00Z", "amount": 1}' > "$scratch/too-late.jsonl"
-say "1. The seeds' example: A 10:00→5, B 10:02→3, A 10:04→2, B 10:06→1, and C at 13:00 (moves the watermark)"
+say "1. The seeds' example: A 10:00→5, B 10:02→3, A 10:04→2, B 10:06→1; C 13:00"
+echo "   (C at 13:00 moves the watermark past every window above)"
 lakehouse ingest "$scratch/first.jsonl"
 lakehouse run --once
 say "Then the too-late event A 10:01→1: its window [10:00, 10:05) closed long ago"

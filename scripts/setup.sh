@@ -79,4 +79,4 @@ if [ "${LAKEHOUSE_JVM_CLASS_ARCHIVE-unset}" = unset ] && [ "$(cat .cache/jvm/.bu
     echo "setup: could not build the JVM class archive (see .cache/class-archive.log); Spark starts without it" >&2
   fi
 fi
-echo "setup: ready (.venv, $(ls .cache/jars/*.jar | wc -l) jars in .cache/jars, Kafka broker in .cache/kafka-broker)"
+echo "setup: ready (.venv, $(ls .cache/jars/*.jar | wc -l) jars, Kafka broker in .cache/kafka-broker)"
