@@ -33,7 +33,7 @@ from pathlib import Path
 from deltalake import DeltaTable
 
 from bench.run import _lakehouse_command
-from transforms.streams import keyed_stages
+from runtime.stages import keyed_stages
 from warehouse.catalog import GOLD_FRAUD_ALERTS, GOLD_UNIQUE_URLS, OPS_STREAM_PROGRESS
 from warehouse.locks import lock_holder
 from warehouse.settings import GOLD_OUTPUTS, REPO_ROOT, Settings

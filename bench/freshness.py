@@ -32,7 +32,7 @@ from pathlib import Path
 from deltalake import DeltaTable
 
 from bench.run import _environment, _lakehouse_command
-from transforms.landing import place_in_landing
+from runtime.sources.landing import place_in_landing
 from warehouse.catalog import user_spend_table
 from warehouse.settings import REPO_ROOT, Settings
 

@@ -25,7 +25,7 @@ from pathlib import Path
 from deltalake import DeltaTable
 
 from bench.run import SEED, _environment, _lakehouse_command, _run, count_lines, landing_files
-from transforms.landing import place_in_landing
+from runtime.sources.landing import place_in_landing
 from warehouse.catalog import OPS_STREAM_PROGRESS
 from warehouse.settings import REPO_ROOT, Settings
 

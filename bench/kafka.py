@@ -25,7 +25,8 @@ import time
 from datetime import UTC, datetime
 
 from bench.run import SEED, _environment, _lakehouse_command, _run
-from transforms.kafka import KAFKA_STAGE, partition_lag
+from runtime.checkpoints import KAFKA_STAGE
+from runtime.sources.kafka import partition_lag
 from warehouse.settings import REPO_ROOT, Settings
 
 RESULTS = REPO_ROOT / "bench" / "results"
@@ -86,7 +87,7 @@ def main() -> None:
 
 
 def _topic(settings: Settings):
-    from warehouse.broker import topics
+    from runtime.sources.kafka_client import topics
 
     return next(t for t in topics(settings) if t.name == settings.kafka.topic).partitions
 

@@ -22,9 +22,9 @@ from pathlib import Path
 
 from pyspark.sql import functions as F
 
-from transforms.joins import ORDER_PAYMENTS_STAGE
-from transforms.landing import place_in_landing
-from transforms.streams import FRAUD_STAGE, UNIQUE_URLS_STAGE, run_once
+from runtime.checkpoints import FRAUD_STAGE, ORDER_PAYMENTS_STAGE, UNIQUE_URLS_STAGE
+from runtime.runner import run_once
+from runtime.sources.landing import place_in_landing
 from warehouse.catalog import OPS_STREAM_PROGRESS, SILVER_EVENTS
 from warehouse.delta import read_table
 from warehouse.session import spark_session

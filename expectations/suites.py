@@ -24,15 +24,17 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from expectations.validation import CRITICAL, WARNING, SuiteResult, gx_expectations, timed, validate
-from transforms.landing import files_read, read_landing_files, split_lines
-from transforms.reconcile import KEY, ReconcileError, gold_silver_version, recompute_windows
-from transforms.streams import (
-    GOLD_LOCK_WAIT_SECONDS,
+from runtime.checkpoints import (
+    LANDING_STAGE,
     RECONCILE_STAGE,
+    SILVER_STAGE,
+    checkpoint_dir,
     committed_batches,
     consumed_source_version,
-    stages,
+    files_read,
 )
+from transforms.bronze import read_landing_files, split_lines
+from transforms.reconcile import KEY, ReconcileError, gold_silver_version, recompute_windows
 from warehouse.catalog import (
     BRONZE_EVENTS,
     SILVER_DUPLICATES,
@@ -43,7 +45,7 @@ from warehouse.catalog import (
     user_spend_table,
 )
 from warehouse.delta import as_of, read_table, table_version
-from warehouse.locks import GOLD_LOCK, hold
+from warehouse.locks import hold_gold
 from warehouse.settings import Settings
 
 #: Amounts as decimal(18,2) text: at most 16 integer digits and exactly two fractional ones.
@@ -65,10 +67,6 @@ class Suite:
     warns: bool = False
 
 
-def _checkpoint(settings: Settings, stage_index: int) -> Path:
-    return settings.checkpoints_dir / stages(settings)[stage_index].name
-
-
 def bronze_suite(spark: SparkSession, settings: Settings) -> SuiteResult:
     """Bronze keeps every received line with where it came from and when it arrived.
 
@@ -78,7 +76,7 @@ def bronze_suite(spark: SparkSession, settings: Settings) -> SuiteResult:
     gxe = gx_expectations()
     result = SuiteResult("bronze.events", BRONZE_EVENTS.name)
     with timed(result):
-        checkpoint = _checkpoint(settings, 0)
+        checkpoint = checkpoint_dir(settings, LANDING_STAGE)
         finished = committed_batches(checkpoint)
         last_batch = finished[-1] if finished else -1
         bronze = read_table(spark, settings, BRONZE_EVENTS).where(F.col("ingest_batch") <= last_batch)
@@ -235,7 +233,7 @@ def conservation_suite(spark: SparkSession, settings: Settings) -> SuiteResult:
     gxe = gx_expectations()
     result = SuiteResult("conservation", SILVER_EVENTS.name)
     with timed(result):
-        consumed = consumed_source_version(_checkpoint(settings, 1))
+        consumed = consumed_source_version(checkpoint_dir(settings, SILVER_STAGE))
         silver_batch, bronze_version = consumed if consumed else (-1, None)
         # The ingest batches silver has read (bronze commits up to that version), as bronze holds them now:
         # a line removed from bronze after silver read it shows as a difference, not as in flight.
@@ -320,7 +318,7 @@ def completeness_suite(spark: SparkSession, settings: Settings) -> SuiteResult:
     gold = user_spend_table(settings)
     result = SuiteResult("completeness", gold.name)
     with timed(result):
-        with hold(settings, GOLD_LOCK, wait_seconds=GOLD_LOCK_WAIT_SECONDS, purpose="a completeness check"):
+        with hold_gold(settings, "a completeness check"):
             gold_version = table_version(spark, settings, gold)
             try:
                 silver_version = gold_silver_version(spark, settings)

@@ -2,11 +2,11 @@
 
 import dagster as dg
 
-from orchestration import kafka, maintenance, quality, reconcile, streams
+from orchestration import kafka, maintenance, pipeline, quality, reconcile
 from orchestration.resources import lakehouse_resources
 
 defs = dg.Definitions.merge(
-    streams.defs,
+    pipeline.defs,
     reconcile.defs,
     quality.defs,
     maintenance.defs,

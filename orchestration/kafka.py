@@ -1,13 +1,13 @@
 """Kafka in Dagster: a sensor that runs the bounded ingestion (``lakehouse_once`` with bronze reading the
 topic) whenever the topic holds messages the Kafka stream has not read; the consumer lag each run leaves
-is metadata of ``bronze/events`` (see ``orchestration.streams``)."""
+is metadata of ``bronze/events`` (see ``orchestration.pipeline``)."""
 
 import dagster as dg
 
+from orchestration.pipeline import streams_job
 from orchestration.resources import KafkaSourceResource
-from orchestration.streams import streams_job
-from transforms.kafka import KAFKA_STAGE, consumed_offsets
-from warehouse.broker import topics
+from runtime.checkpoints import KAFKA_STAGE, consumed_offsets
+from runtime.sources.kafka_client import topics
 from warehouse.settings import Settings
 
 #: The run config that makes ``lakehouse_once`` read bronze's lines from Kafka.

@@ -7,8 +7,8 @@ and records each table's live file count before and after, so the UI plots how i
 
 import dagster as dg
 
+from orchestration.pipeline import GOLD, asset_key
 from orchestration.resources import LakehouseResource
-from orchestration.streams import GOLD, asset_key
 from warehouse.catalog import (
     BRONZE_EVENTS,
     GOLD_CORRECTIONS,

@@ -11,9 +11,9 @@ import dagster as dg
 from expectations.runner import run_suites
 from expectations.suites import SUITES
 from expectations.validation import SuiteResult
+from orchestration.pipeline import SETTINGS, asset_key
 from orchestration.reconcile import completeness_sweep, reconcile_job
 from orchestration.resources import LakehouseResource
-from orchestration.streams import SETTINGS, asset_key
 
 #: Suites that stop downstream materialization when one of their critical expectations fails.
 BLOCKING = {"bronze.events", "silver.events", "conservation", "completeness"}

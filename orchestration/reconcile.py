@@ -1,7 +1,7 @@
 """Late data, hands-free: the reconcile job, the late-data sensor, the safety-net schedule and the daily
 completeness sweep (a partitioned job over event dates, backfillable from the UI).
 
-All of them run ``transforms.streams.run_reconcile``, the same function as ``lakehouse reconcile``; the
+All of them run ``runtime.runner.run_reconcile``, the same function as ``lakehouse reconcile``; the
 figures of every run go into the gold assets' materializations (late events folded, keys recomputed,
 corrections written, seconds), so the UI plots them.
 """
@@ -12,9 +12,9 @@ import dagster as dg
 from deltalake import DeltaTable
 from deltalake.exceptions import TableNotFoundError
 
+from orchestration.pipeline import GOLD, asset_key
 from orchestration.resources import LakehouseResource
-from orchestration.streams import GOLD, asset_key
-from transforms.streams import StageReport, run_reconcile
+from runtime.runner import StageReport, run_reconcile
 from warehouse.catalog import GOLD_CORRECTIONS, SILVER_LATE_EVENTS
 from warehouse.settings import Settings
 

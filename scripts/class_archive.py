@@ -20,7 +20,7 @@ from pathlib import Path
 _WORKLOAD = """
 from warehouse.session import spark_session
 from warehouse.settings import Settings
-from transforms.streams import run_once, run_reconcile
+from runtime.runner import run_once, run_reconcile
 settings = Settings.from_env()
 spark = spark_session(settings)
 run_once(spark, settings)

@@ -93,7 +93,7 @@ def kafka_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaBrok
 @pytest.fixture
 def kafka_settings(settings: Settings, kafka_broker: KafkaBroker, request: pytest.FixtureRequest) -> Settings:
     """``settings`` reading a topic of this test's own on the session's broker (created here)."""
-    from warehouse.broker import ensure_topic
+    from runtime.sources.kafka_client import ensure_topic
 
     topic = "events-" + "".join(c if c.isalnum() else "-" for c in request.node.name)[:120]
     kafka = replace(settings.kafka, bootstrap_servers=kafka_broker.bootstrap, topic=topic)

@@ -1,6 +1,6 @@
 """Test input: JSON Lines events placed in a landing zone, and the seeds' running example."""
 
-from transforms.landing import place_in_landing
+from runtime.sources.landing import place_in_landing
 from warehouse.settings import Settings
 
 

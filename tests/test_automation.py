@@ -7,10 +7,10 @@ import dagster as dg
 import pytest
 from pyspark.sql import functions as F
 
-from orchestration import definitions, reconcile, streams
+from orchestration import definitions, pipeline, reconcile
 from orchestration.resources import lakehouse_resources
+from runtime.runner import run_once
 from tests.lines import HOURS_LATER, SEEDS_EXAMPLE, TOO_LATE, event, land
-from transforms.streams import run_once
 from warehouse.catalog import GOLD_CORRECTIONS, user_spend_table
 from warehouse.delta import read_table
 
@@ -25,7 +25,7 @@ def home_env(settings, monkeypatch):
 
 def job_defs(settings) -> dg.Definitions:
     return dg.Definitions.merge(
-        streams.defs,
+        pipeline.defs,
         reconcile.defs,
         dg.Definitions(resources=lakehouse_resources(str(settings.home)), executor=dg.in_process_executor),
     )
@@ -34,28 +34,28 @@ def job_defs(settings) -> dg.Definitions:
 def test_landing_sensor_cursor_follows_arrivals(home_env) -> None:
     settings = home_env
     with dg.instance_for_test() as instance:
-        skipped = streams.landing_sensor(dg.build_sensor_context(instance=instance))
+        skipped = pipeline.landing_sensor(dg.build_sensor_context(instance=instance))
         assert isinstance(skipped, dg.SkipReason) and "no new landing files" in skipped.skip_message
 
         land(settings, "one.jsonl", [event("e1", "A", "2024-01-01T10:00:00Z", "1")])
         land(settings, "two.jsonl", [event("e2", "A", "2024-01-01T10:01:00Z", "1")])
-        result = streams.landing_sensor(dg.build_sensor_context(instance=instance))
+        result = pipeline.landing_sensor(dg.build_sensor_context(instance=instance))
         assert isinstance(result, dg.SensorResult)
         assert len(result.run_requests) == 1
         newest = sorted(p.name for p in settings.landing_dir.iterdir())[-1]
         assert newest.endswith("two.jsonl")
         assert result.cursor == f"{(settings.landing_dir / newest).stat().st_mtime_ns}/{newest}"
 
-        again = streams.landing_sensor(dg.build_sensor_context(instance=instance, cursor=result.cursor))
+        again = pipeline.landing_sensor(dg.build_sensor_context(instance=instance, cursor=result.cursor))
         assert isinstance(again, dg.SkipReason) and newest in again.skip_message
 
         land(settings, "three.jsonl", [event("e3", "A", "2024-01-01T10:02:00Z", "1")])
-        third = streams.landing_sensor(dg.build_sensor_context(instance=instance, cursor=result.cursor))
+        third = pipeline.landing_sensor(dg.build_sensor_context(instance=instance, cursor=result.cursor))
         assert third.cursor.endswith("three.jsonl") and third.run_requests[0].run_key == f"landing:{third.cursor}"
 
         # A file copied in by hand, under a name that sorts before every stamped one, is new too.
         (settings.landing_dir / "0-copied-by-hand.jsonl").write_text(event("e4", "A", "2024-01-01T10:03:00Z", "1"))
-        copied = streams.landing_sensor(dg.build_sensor_context(instance=instance, cursor=third.cursor))
+        copied = pipeline.landing_sensor(dg.build_sensor_context(instance=instance, cursor=third.cursor))
         assert copied.cursor.endswith("/0-copied-by-hand.jsonl") and len(copied.run_requests) == 1
 
 

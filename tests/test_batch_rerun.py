@@ -10,11 +10,11 @@ from deltalake import DeltaTable
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from runtime.runner import prepare
 from tests.reference import hopping_totals
 from transforms import reconcile, windows
+from transforms.gold.tumbling import update_windows
 from transforms.silver import refine_events
-from transforms.streams import prepare
-from transforms.windows import update_windows
 from warehouse.catalog import (
     BRONZE_EVENTS,
     GOLD_CORRECTIONS,

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 from deltalake import DeltaTable
 
+from devtools.synthetic import StreamSpec, generate_lines
 from tests.lines import land
 from tests.reference import distinct_valid_events, hopping_totals, landing_lines, window_totals
-from transforms.synthetic import StreamSpec, generate_lines
 from warehouse.locks import hold
 from warehouse.settings import Settings
 

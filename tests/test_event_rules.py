@@ -7,7 +7,7 @@ import pytest
 from pyspark.sql import functions as F
 
 from transforms.events import REASONS, line_text, parse_events
-from transforms.windows import Watermark, assign_windows
+from transforms.gold.tumbling import Watermark, assign_windows
 from warehouse.settings import Settings
 
 GOOD = '"event_id": "e1", "user_id": "u1", "event_time": "2024-01-01T10:00:00Z", "amount": 1'

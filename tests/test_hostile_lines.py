@@ -14,10 +14,10 @@ from pathlib import Path
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
+from runtime.runner import run_once
+from runtime.sources.landing import place_in_landing
 from tests.lines import event, land
 from tests.reference import EPOCH, landing_lines, parse
-from transforms.landing import place_in_landing
-from transforms.streams import run_once
 from warehouse.catalog import BRONZE_EVENTS, SILVER_DUPLICATES, SILVER_EVENTS, SILVER_QUARANTINE
 from warehouse.delta import read_table
 from warehouse.settings import Settings

@@ -19,9 +19,9 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 from typer.testing import CliRunner, Result
 
-from orchestration.cli import app
+from cli.app import app
+from runtime.runner import run_once
 from tests.lines import land
-from transforms.streams import run_once
 from warehouse import inspect as reading
 from warehouse.catalog import SILVER_QUARANTINE, user_spend_table
 from warehouse.settings import Settings

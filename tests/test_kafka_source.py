@@ -16,10 +16,10 @@ import pytest
 from deltalake import DeltaTable
 from kafka import KafkaAdminClient, KafkaProducer, TopicPartition
 
+from devtools.synthetic import StreamSpec, generate_lines
+from runtime.replay import run_replay
+from runtime.runner import run_once
 from tests.test_pipeline import DUCKDB_GOLDEN
-from transforms.replay import run_replay
-from transforms.streams import run_once
-from transforms.synthetic import StreamSpec, generate_lines
 from warehouse.catalog import (
     BRONZE_EVENTS,
     OPS_STREAM_PROGRESS,
@@ -296,7 +296,7 @@ def test_kafka_sensor_runs_the_streams_from_kafka_with_lag_as_metadata(spark, ka
     requests `lakehouse_once` with bronze reading Kafka; the run records the lag per partition."""
     import dagster as dg
 
-    from orchestration import kafka, quality, streams
+    from orchestration import kafka, pipeline, quality
     from orchestration.resources import KafkaSourceResource, lakehouse_resources
 
     settings = kafka_settings
@@ -318,7 +318,7 @@ def test_kafka_sensor_runs_the_streams_from_kafka_with_lag_as_metadata(spark, ka
         assert request.run_config == kafka.KAFKA_RUN_CONFIG and request.tags["lakehouse/kafka_lag"] == "40"
 
         defs = dg.Definitions.merge(
-            streams.defs,
+            pipeline.defs,
             quality.defs,
             kafka.defs,
             dg.Definitions(

@@ -13,18 +13,12 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 import transforms.keyed_state
+from runtime.checkpoints import FRAUD_STAGE, LANDING_STAGE, UNIQUE_URLS_STAGE
+from runtime.replay import run_replay
+from runtime.runner import flush_progress, prepare, run_stage_once
+from runtime.stages import stage_named
 from tests.lines import land
-from transforms.bronze import LANDING_STAGE
 from transforms.keyed_state import Purchase, PurchaseHistory, judge_purchase
-from transforms.replay import run_replay
-from transforms.streams import (
-    FRAUD_STAGE,
-    UNIQUE_URLS_STAGE,
-    flush_progress,
-    prepare,
-    run_stage_once,
-    stage_named,
-)
 from warehouse.catalog import GOLD_FRAUD_ALERTS, GOLD_UNIQUE_URLS, OPS_STREAM_PROGRESS
 from warehouse.delta import read_table
 from warehouse.settings import Settings

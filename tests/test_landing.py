@@ -4,7 +4,7 @@ import itertools
 from dataclasses import replace
 from pathlib import Path
 
-from transforms.landing import place_in_landing
+from runtime.sources.landing import place_in_landing
 from warehouse.settings import Settings
 
 

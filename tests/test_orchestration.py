@@ -9,10 +9,10 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from orchestration import definitions, maintenance, quality, reconcile, streams
+from orchestration import definitions, maintenance, pipeline, quality, reconcile
 from orchestration.resources import lakehouse_resources
-from transforms.landing import place_in_landing
-from transforms.streams import run_once
+from runtime.runner import run_once
+from runtime.sources.landing import place_in_landing
 from warehouse.catalog import user_spend_table
 
 REPO = Path(__file__).resolve().parents[1]
@@ -76,7 +76,7 @@ def test_dagster_definitions_validate_on_workspace(tmp_path: Path) -> None:
 def test_materialize_every_asset_with_real_resources(spark, settings) -> None:
     place_in_landing(settings, "seed.jsonl", lambda h: h.writelines(line + "\n" for line in SEED_EXAMPLE))
     defs = dg.Definitions.merge(
-        streams.defs,
+        pipeline.defs,
         reconcile.defs,
         quality.defs,
         dg.Definitions(resources=lakehouse_resources(str(settings.home)), executor=dg.in_process_executor),
@@ -132,7 +132,7 @@ def test_maintenance_compacts_vacuums_and_streams_go_on(spark, settings, monkeyp
     before = sorted(spark.read.format("delta").load(gold_path).collect())
     defs = dg.Definitions.merge(
         maintenance.defs,
-        streams.defs,
+        pipeline.defs,
         dg.Definitions(resources=lakehouse_resources(str(settings.home))),
     )
     with dg.DagsterInstance.ephemeral() as instance:

@@ -18,12 +18,13 @@ import pytest
 from pyspark.sql.types import StructType
 from typer.testing import CliRunner
 
-from orchestration.cli import app
+from cli.app import app
+from runtime.checkpoints import ORDER_PAYMENTS_STAGE
+from runtime.replay import run_replay
+from runtime.runner import prepare, run_once
 from tests.lines import land
 from tests.reference import landing_lines, order_payments, parse
-from transforms.joins import ORDER_PAYMENTS_STAGE, record_order_payments
-from transforms.replay import run_replay
-from transforms.streams import prepare, run_once
+from transforms.joins import record_order_payments
 from warehouse.catalog import OPS_STREAM_PROGRESS, ORDER_PAYMENTS
 from warehouse.delta import batch_scope, read_table
 

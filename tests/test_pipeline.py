@@ -10,11 +10,12 @@ from deltalake import DeltaTable
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
+from devtools.synthetic import StreamSpec, generate_lines
+from runtime.checkpoints import LANDING_STAGE
+from runtime.runner import prepare, run_once, run_stage_once
+from runtime.stages import stage_named
 from tests.lines import event, land
-from transforms.bronze import LANDING_STAGE
 from transforms.events import parse_events
-from transforms.streams import prepare, run_once, run_stage_once, stage_named
-from transforms.synthetic import StreamSpec, generate_lines
 from warehouse.catalog import (
     BRONZE_EVENTS,
     SILVER_DUPLICATES,

@@ -19,9 +19,9 @@ from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 from pyspark.sql import functions as F
 
+from runtime.runner import run_once
 from tests.lines import event, land
 from tests.reference import first_arrivals, hopping_totals, landing_lines, session_totals, window_totals
-from transforms.streams import run_once
 from warehouse.catalog import (
     SILVER_LATE_EVENTS,
     firings_table,

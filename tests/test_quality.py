@@ -20,15 +20,16 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 from typer.testing import CliRunner
 
+from cli.app import app
+from devtools.synthetic import StreamSpec, generate_lines
 from expectations.runner import ValidationRun, run_suites
-from orchestration import definitions, quality, reconcile, streams
-from orchestration.cli import app
+from orchestration import definitions, pipeline, quality, reconcile
 from orchestration.resources import lakehouse_resources
+from runtime.checkpoints import LANDING_STAGE
+from runtime.runner import prepare, run_once, run_reconcile, run_stage_once
+from runtime.sources.landing import place_in_landing
+from runtime.stages import stage_named
 from tests.lines import event, land
-from transforms.bronze import LANDING_STAGE
-from transforms.landing import place_in_landing
-from transforms.streams import prepare, run_once, run_reconcile, run_stage_once, stage_named
-from transforms.synthetic import StreamSpec, generate_lines
 from warehouse.catalog import BRONZE_EVENTS, OPS_DQ_RESULTS, SILVER_EVENTS, Table, user_spend_table
 from warehouse.delta import read_table, table_version
 from warehouse.settings import Settings
@@ -81,7 +82,7 @@ def built(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> Buil
 def with_resources(settings: Settings) -> dg.Definitions:
     """Every domain's definitions, on this module's lakehouse, run in process."""
     return dg.Definitions.merge(
-        streams.defs,
+        pipeline.defs,
         reconcile.defs,
         quality.defs,
         dg.Definitions(resources=lakehouse_resources(str(settings.home)), executor=dg.in_process_executor),

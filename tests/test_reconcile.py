@@ -6,10 +6,11 @@ from decimal import Decimal
 import pytest
 from pyspark.sql import functions as F
 
+from devtools.synthetic import StreamSpec, generate_lines
+from runtime.checkpoints import completed_source_version
+from runtime.runner import run_once, run_reconcile
 from tests.lines import HOURS_LATER, SEEDS_EXAMPLE, TOO_LATE, event, land
 from tests.reference import landing_lines, window_totals
-from transforms.streams import completed_source_version, run_once, run_reconcile
-from transforms.synthetic import StreamSpec, generate_lines
 from warehouse.catalog import (
     GOLD_CORRECTIONS,
     OPS_RECONCILIATIONS,
@@ -142,7 +143,7 @@ def test_replay_rebuilds_from_bronze_and_equals_live_after_reconcile(spark, sett
     gold = user_spend_table(settings)
     gold_version = table_version(spark, settings, gold)
 
-    from transforms.replay import run_replay
+    from runtime.replay import run_replay
 
     report = run_replay(spark, settings)
     assert report.gold_keys_changed == 0  # the rebuild agrees with the reconciled live gold

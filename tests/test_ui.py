@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from deltalake import DeltaTable
 
+from runtime.sources.landing import place_in_landing
 from tests.ui_harness import LOCATION, DagsterUI, wait_for
-from transforms.landing import place_in_landing
 from warehouse.settings import Settings
 
 if TYPE_CHECKING:

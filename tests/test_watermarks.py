@@ -11,8 +11,8 @@ from decimal import Decimal
 import pytest
 from pyspark.sql import functions as F
 
+from runtime.runner import IDLE_ADVANCE, advance_idle_watermark, prepare, run_continuous, run_once
 from tests.lines import event, land
-from transforms.streams import IDLE_ADVANCE, advance_idle_watermark, prepare, run_continuous, run_once
 from warehouse.catalog import (
     GOLD_CORRECTIONS,
     OPS_WATERMARKS,

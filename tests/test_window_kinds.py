@@ -9,10 +9,10 @@ import pytest
 from deltalake import DeltaTable
 from pyspark.sql import functions as F
 
+from devtools.synthetic import StreamSpec, generate_lines
+from runtime.runner import advance_idle_watermark, run_once
 from tests.lines import event, land
-from transforms.firings import firing_rows
-from transforms.streams import advance_idle_watermark, run_once
-from transforms.synthetic import StreamSpec, generate_lines
+from transforms.gold.firings import firing_rows
 from warehouse.catalog import (
     GOLD_CORRECTIONS,
     OPS_WATERMARKS,

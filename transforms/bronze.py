@@ -1,24 +1,25 @@
 """Bronze: append every received line, raw, with its source position and ingest time."""
 
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from transforms.landing import batch_has_glob_names
+from transforms.events import line_text
 from warehouse.catalog import BRONZE_EVENTS
 from warehouse.delta import append_once
 from warehouse.settings import Settings
 
-#: The landing → bronze stream's name (and checkpoint folder).
-LANDING_STAGE = "bronze_events"
 
-
-def land_lines(lines: DataFrame, batch_id: int, settings: Settings, writer_id: str) -> dict[str, float]:
+def land_lines(
+    lines: DataFrame, batch_id: int, settings: Settings, writer_id: str, reread_positions: bool = False
+) -> dict[str, float]:
     """Append one micro-batch of raw lines to ``bronze.events`` exactly once.
 
     Time semantics: ``ingest_time`` is processing time, one instant per micro-batch; ``ingest_batch``
     orders arrivals across batches (a later batch arrived later), source position orders them within one.
+    ``reread_positions``: the source read some lines of the batch more than once (see
+    ``runtime.sources.landing.batch_has_glob_names``).
     """
-    if batch_has_glob_names(settings.checkpoints_dir / LANDING_STAGE, batch_id):
+    if reread_positions:
         # Spark read the batch's other files more than once (SPARK-58518); a line is received once.
         lines = lines.dropDuplicates(["source_file", "source_line"])
     return land_messages(lines, batch_id, settings, writer_id)
@@ -41,3 +42,55 @@ def land_messages(lines: DataFrame, batch_id: int, settings: Settings, writer_id
     finally:
         stamped.unpersist()
     return {"rows_in": rows, "rows_written": rows}
+
+
+def read_landing_files(spark: SparkSession, settings: Settings) -> DataFrame:
+    """Every file now in the landing folder as one batch, in the shape :func:`split_lines` takes."""
+    return file_columns(spark.read.format("binaryFile").load(str(settings.landing_dir)))
+
+
+def file_columns(files: DataFrame) -> DataFrame:
+    """Spark's ``binaryFile`` rows as (content, source_file, file_modified_at)."""
+    return files.select(
+        F.col("content"),
+        F.col("_metadata.file_path").alias("source_file"),
+        F.col("_metadata.file_modification_time").alias("file_modified_at"),
+    )
+
+
+def split_lines(files: DataFrame) -> DataFrame:
+    """One row per line of each file's bytes (``content``): ``raw`` without its line break, ``source_line``
+    1-based, ``raw_bytes`` only for a line that is not UTF-8.
+
+    The empty string after a file's final line break is not a line; every other empty line is kept (it
+    is received, so bronze has it, and silver quarantines it). A CR before the LF is part of the line
+    break, and a UTF-8 byte order mark at the start of a file is not part of its first line.
+    """
+    # ISO-8859-1 maps each byte to one character and back, so the bytes are split at LF without being
+    # decoded; each line is re-encoded to its exact bytes afterwards. Split once into a column: written
+    # inline, Spark would re-split the whole file for every line it emits.
+    split = files.select(
+        "source_file", "file_modified_at", F.split(F.decode("content", "ISO-8859-1"), "\n").alias("lines")
+    )
+    lines = split.select(
+        "source_file",
+        "file_modified_at",
+        F.posexplode("lines").alias("position", "text"),
+        F.size("lines").alias("parts"),
+    ).where(~((F.col("position") == F.col("parts") - 1) & (F.col("text") == "")))
+    text = F.regexp_replace("text", "\r$", "")
+    text = F.when(F.col("position") == 0, F.regexp_replace(text, "^\u00ef\u00bb\u00bf", "")).otherwise(text)
+    raw, raw_bytes = line_text(F.encode(text, "ISO-8859-1"))
+    return lines.select(
+        raw.alias("raw"),
+        F.lit("file").alias("source"),
+        "source_file",
+        (F.col("position") + 1).cast("long").alias("source_line"),
+        "file_modified_at",
+        F.lit(None).cast("string").alias("kafka_topic"),
+        F.lit(None).cast("int").alias("kafka_partition"),
+        F.lit(None).cast("long").alias("kafka_offset"),
+        F.lit(None).cast("timestamp").alias("kafka_timestamp"),
+        F.lit(None).cast("string").alias("kafka_key"),
+        raw_bytes.alias("raw_bytes"),
+    )

@@ -29,9 +29,7 @@ State stays bounded by the time-range condition: an order is kept until ``waterm
 min``, a payment until ``watermark > payment_time`` (no later order can still match it).
 """
 
-import json
 from datetime import UTC, datetime
-from pathlib import Path
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
@@ -39,9 +37,6 @@ from pyspark.sql import functions as F
 from warehouse.catalog import ORDER_PAYMENT_BOUND_MINUTES, ORDER_PAYMENTS
 from warehouse.delta import append_once, materialized
 from warehouse.settings import Settings
-
-#: The stream's name (and checkpoint folder's).
-ORDER_PAYMENTS_STAGE = "gold_order_payments"
 
 ORDER, PAYMENT = "order", "payment"
 
@@ -108,20 +103,15 @@ def pair_orders_with_payments(order_source: DataFrame, payment_source: DataFrame
     return match_payments(order_events(order_source, settings), payment_events(payment_source, settings))
 
 
-def batch_watermark(checkpoint: Path, batch_id: int) -> datetime | None:
-    """The watermark Spark ran ``batch_id`` with (evictions, hence ``unpaid`` rows, follow it), from the
-    checkpoint's offset log; None before any watermark."""
-    metadata = (checkpoint / "offsets" / str(batch_id)).read_text().splitlines()[1]
-    millis = int(json.loads(metadata).get("batchWatermarkMs", 0))
-    return datetime.fromtimestamp(millis / 1000, UTC) if millis > 0 else None
-
-
-def record_order_payments(pairs: DataFrame, batch_id: int, settings: Settings, writer_id: str) -> dict[str, float]:
+def record_order_payments(
+    pairs: DataFrame, batch_id: int, settings: Settings, writer_id: str, watermark: datetime | None
+) -> dict[str, float]:
     """Append one micro-batch of the join's output to gold.order_payments, exactly once per batch.
 
     The batch is computed once (the join's state store commits this batch's version while it runs, so it
     must run even when nothing comes out) and written under the stream's writer id and batch id: a batch
     re-run after a crash recomputes the same rows from the same state version and writes nothing twice.
+    ``watermark`` is the one Spark ran the batch with (its evictions, hence ``unpaid`` rows, follow it).
     """
     now = datetime.now(UTC)
     with materialized(pairs) as rows:
@@ -131,7 +121,6 @@ def record_order_payments(pairs: DataFrame, batch_id: int, settings: Settings, w
                 {"joined_at": F.lit(now).cast("timestamp"), "join_batch": F.lit(batch_id).cast("long")}
             )
             append_once(written, settings, ORDER_PAYMENTS, writer_id, batch_id)
-    watermark = batch_watermark(settings.checkpoints_dir / ORDER_PAYMENTS_STAGE, batch_id)
     return {
         "rows_written": float(paid + unpaid),
         "paid": float(paid),

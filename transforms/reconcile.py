@@ -10,29 +10,24 @@ Time semantics: a window's truth is the sum and count of its deduplicated valid 
 Gold is a running aggregate the window stream keeps by increments; the recomputation must not count an
 event that silver has and the stream has not folded in yet, or the stream's later increment would count
 it twice. So the recomputation reads silver *as of the version gold reflects* (recorded in gold's own
-commits, see ``transforms.windows.consumption_metadata``), plus every late event (set aside, never
+commits, see ``transforms.gold.tumbling.consumption_metadata``), plus every late event (set aside, never
 incremented). Both happen under the ``gold`` lock, so no stream batch changes gold in between. The
 result is written as values (not increments): re-running it changes nothing.
 """
 
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import UTC, date, datetime
 
 from delta.tables import DeltaTable
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from transforms.firings import firing_rows
-from transforms.hopping import roll_up
-from transforms.windows import (
-    SILVER_VERSION_KEY,
-    assign_windows,
-    closes_at,
-    consumption_metadata,
-    correction_rows,
-    latest_watermark,
-)
+from transforms.gold.corrections import SILVER_VERSION_KEY, consumption_metadata, correction_rows
+from transforms.gold.propagate import GoldChange, firings, propagate
+from transforms.gold.tumbling import assign_windows, closes_at
+from transforms.gold.watermarks import latest_watermark
 from warehouse.catalog import (
     GOLD_CORRECTIONS,
     MONEY,
@@ -40,7 +35,6 @@ from warehouse.catalog import (
     SILVER_EVENTS,
     SILVER_LATE_EVENTS,
     Table,
-    firings_table,
     user_spend_table,
 )
 from warehouse.delta import (
@@ -49,6 +43,7 @@ from warehouse.delta import (
     as_of,
     commit_metadata,
     find_commit,
+    materialized,
     merge_once,
     read_table,
     transaction_version,
@@ -191,46 +186,44 @@ def apply_repairs(
     writer_id: str,
     batch_id: int,
     silver_version: int | None,
-    cause: str = "reconciliation",
+    panes: DataFrame,
 ) -> int:
-    """MERGE the repairs into gold, then log what that commit changed in gold.corrections; each write
-    exactly once per (writer, batch). Returns the number of keys changed.
+    """MERGE the repairs into gold, log what that commit changed in gold.corrections, then let the
+    derived outputs follow (``transforms.gold.propagate``: the changes' firings, the hopping windows over
+    ``panes``); each write exactly once per (writer, batch). Returns the number of keys changed.
 
     The log is read back from the commit itself (gold at its version against the version before), not
     from ``repairs``: a re-run after a crash between the two writes skips the MERGE and logs exactly what
     it did, even though a recomputation now could differ (late events that arrived meanwhile).
     """
     gold = user_spend_table(settings)
+    watermark = latest_watermark(spark, settings, _gold_query(settings))
+    # The watermark does not move: every change reaches consumers as a late firing.
+    change = GoldChange(watermark, watermark, datetime.now(UTC), writer_id, batch_id, "reconciliation", panes=panes)
     commit = find_commit(spark, settings, gold, writer_id, batch_id)
     if commit is None:
-        repairs.persist()
-        try:
-            if not repairs.count():
-                return 0
-            merge_once(
-                spark,
-                writer_id,
-                batch_id,
-                lambda: _merge_repairs(spark, settings, gold, repairs),
-                consumption_metadata(writer_id, batch_id, silver_version),
-            )
-        finally:
-            repairs.unpersist()
-        commit = find_commit(spark, settings, gold, writer_id, batch_id)
-        if commit is None:
-            raise ReconcileError(f"{gold.name} has no commit of {writer_id} batch {batch_id} after its MERGE")
-    corrections = _changes_in_commit(spark, settings, commit, dates, cause)
-    corrections.persist()
-    try:
-        # Appended even when empty, so the log's transaction version keeps step with gold's.
-        append_once(corrections, settings, GOLD_CORRECTIONS, writer_id, batch_id)
-        if settings.keeps("firings"):
-            watermark = latest_watermark(spark, settings, _gold_query(settings))
-            fired = firing_rows(corrections, settings, watermark, watermark)
-            append_once(fired, settings, firings_table(settings), writer_id, batch_id)
-        return corrections.count()
-    finally:
-        corrections.unpersist()
+        with materialized(repairs) as repairs:
+            if repairs.count():
+                merge_once(
+                    spark,
+                    writer_id,
+                    batch_id,
+                    lambda: _merge_repairs(spark, settings, gold, repairs),
+                    consumption_metadata(writer_id, batch_id, silver_version),
+                )
+                commit = find_commit(spark, settings, gold, writer_id, batch_id)
+                if commit is None:
+                    raise ReconcileError(f"{gold.name} has no commit of {writer_id} batch {batch_id} after its MERGE")
+    changed = 0
+    if commit is not None:
+        with materialized(_changes_in_commit(spark, settings, commit, dates, "reconciliation")) as corrections:
+            # Appended even when empty, so the log's transaction version keeps step with gold's.
+            append_once(corrections, settings, GOLD_CORRECTIONS, writer_id, batch_id)
+            for rows, table in firings(spark, settings, replace(change, changed=corrections)):
+                append_once(rows, settings, table, writer_id, batch_id)
+            changed = corrections.count()
+    propagate(spark, settings, change)
+    return changed
 
 
 def _changes_in_commit(
@@ -370,11 +363,7 @@ def fold_late_events(late: DataFrame, batch_id: int, settings: Settings, writer_
         )
         watermark = latest_watermark(spark, settings, _gold_query(settings))
         repairs = window_repairs(expected, current, settings, watermark, datetime.now(UTC))
-        changed = apply_repairs(spark, settings, repairs, dates, writer_id, batch_id, silver_version)
-        if settings.keeps("hopping"):
-            roll_up(
-                spark, settings, keys, watermark, datetime.now(UTC), "reconciliation", f"{writer_id}:hops", batch_id
-            )
+        changed = apply_repairs(spark, settings, repairs, dates, writer_id, batch_id, silver_version, keys)
         figures = {
             "late_events": n_late,
             "keys_recomputed": keys.count(),
@@ -424,10 +413,8 @@ def repair_dates(spark: SparkSession, settings: Settings, dates: Sequence[date])
         current = read_table(spark, settings, user_spend_table(settings)).where(F.to_date("window_start").isin(wanted))
         watermark = latest_watermark(spark, settings, _gold_query(settings))
         repairs = window_repairs(expected, current, settings, watermark, datetime.now(UTC))
-        changed = apply_repairs(spark, settings, repairs, dates, writer_id, run, silver_version)
         panes = expected.select(*KEY).unionByName(current.select(*KEY))
-        if settings.keeps("hopping"):
-            roll_up(spark, settings, panes, watermark, datetime.now(UTC), "reconciliation", f"{writer_id}:hops", run)
+        changed = apply_repairs(spark, settings, repairs, dates, writer_id, run, silver_version, panes)
         figures = {"late_events": 0, "keys_recomputed": expected.count(), "keys_changed": changed}
     finally:
         expected.unpersist()

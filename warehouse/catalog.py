@@ -242,7 +242,7 @@ def hopping_spend_table(settings: Settings) -> Table:
 
 
 def user_sessions_table(settings: Settings) -> Table:
-    """Per user, session windows of event time (default 30-minute gap); see transforms.sessions."""
+    """Per user, session windows of event time (default 30-minute gap); see transforms.gold.sessions."""
     gap = settings.session_gap_minutes
     return Table(
         layer="gold",
@@ -271,7 +271,7 @@ def user_sessions_table(settings: Settings) -> Table:
 
 
 def user_spend_global_table(settings: Settings) -> Table:
-    """Per user, one global window (all of time) with a count trigger; see transforms.global_windows."""
+    """Per user, one global window (all of time) with a count trigger; see transforms.gold.global_windows."""
     every = settings.global_trigger_count
     return Table(
         layer="gold",
@@ -297,7 +297,7 @@ def user_spend_global_table(settings: Settings) -> Table:
 
 
 def firings_table(settings: Settings) -> Table:
-    """What the tumbling table emits, one row per firing; see transforms.firings."""
+    """What the tumbling table emits, one row per firing; see transforms.gold.firings."""
     spend = user_spend_table(settings)
     return Table(
         layer="gold",

@@ -11,7 +11,7 @@ of a gold table: the window stream's batches, reconciliation, the replay's swap)
 import fcntl
 import time
 from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import AbstractContextManager, ExitStack, contextmanager
 from pathlib import Path
 from typing import IO
 
@@ -23,6 +23,15 @@ GOLD_LOCK = "gold"
 
 class LockBusyError(RuntimeError):
     """Another run holds the lock; the message names it and what holds it."""
+
+
+#: How long a writer of gold waits for the gold lock (held by a reconcile or a stream's batch) before failing.
+GOLD_LOCK_WAIT_SECONDS = 600.0
+
+
+def hold_gold(settings: Settings, purpose: str) -> AbstractContextManager[None]:
+    """Hold the gold lock for one read-modify-write of gold, waiting for it as every gold writer does."""
+    return hold(settings, GOLD_LOCK, wait_seconds=GOLD_LOCK_WAIT_SECONDS, purpose=purpose)
 
 
 def lock_path(settings: Settings, name: str) -> Path:

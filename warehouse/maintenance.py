@@ -19,7 +19,7 @@ from pyspark.sql import SparkSession
 
 from warehouse.catalog import Table
 from warehouse.delta import is_delta_table, latest_version, retry_conflicts
-from warehouse.locks import GOLD_LOCK, hold
+from warehouse.locks import hold_gold
 from warehouse.settings import Settings
 
 _RETENTION_CHECK = "spark.databricks.delta.retentionDurationCheck.enabled"
@@ -69,7 +69,7 @@ def maintain_tables(spark: SparkSession, settings: Settings, tables: list[Table]
         if table.append_only:
             result = maintain_table(spark, settings, table)
         else:
-            with hold(settings, GOLD_LOCK, wait_seconds=600.0, purpose=f"maintenance of {table.name}"):
+            with hold_gold(settings, f"maintenance of {table.name}"):
                 result = maintain_table(spark, settings, table)
         if result is not None:
             done.append(result)

@@ -5,19 +5,16 @@ The message value is the raw line and follows the same event rules as a landing-
 event time comes from the line only.
 """
 
-import json
-import time
-from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from runtime.checkpoints import consumed_offsets
+from runtime.sources.kafka_client import topics
+from transforms.bronze import land_messages
 from transforms.events import line_text
 from warehouse.settings import Settings
-
-#: The Kafka → bronze stream's name (and checkpoint folder): beside the landing stream, never instead.
-KAFKA_STAGE = "bronze_events_kafka"
 
 
 def kafka_options(settings: Settings) -> dict[str, str]:
@@ -61,16 +58,16 @@ def read_kafka(spark: SparkSession, settings: Settings) -> DataFrame:
     )
 
 
-def land_kafka_messages(messages: DataFrame, batch_id: int, settings: Settings, writer_id: str) -> dict[str, float]:
+def land_kafka_messages(
+    messages: DataFrame, batch_id: int, settings: Settings, writer_id: str, checkpoint: Path
+) -> dict[str, float]:
     """Append one micro-batch of messages to bronze exactly once, and measure the consumer lag it leaves:
     per partition, the broker's end offset minus the end offset of this batch (from the checkpoint's
     offset log, so no second read of the messages). Lag figures are left out when the broker does not
     answer right then; the batch itself is written either way."""
-    from transforms.bronze import land_messages
-
     figures = land_messages(messages, batch_id, settings, writer_id)
     try:
-        lag = partition_lag(settings, settings.checkpoints_dir / KAFKA_STAGE, batch_id)
+        lag = partition_lag(settings, checkpoint, batch_id)
     except Exception:
         return figures
     figures["kafka_lag"] = float(sum(lag.values()))
@@ -78,28 +75,10 @@ def land_kafka_messages(messages: DataFrame, batch_id: int, settings: Settings, 
     return figures
 
 
-def consumed_offsets(checkpoint: Path, batch_id: int | None = None) -> dict[int, int]:
-    """partition → next offset to read after micro-batch ``batch_id`` (default: the newest the stream
-    finished), from the checkpoint's offset log: Spark writes a batch's end offsets before running it,
-    and its commit after. Empty when no batch has finished."""
-    if not (checkpoint / "offsets").is_dir():
-        return {}
-    if batch_id is None:
-        commits = checkpoint / "commits"
-        finished = sorted(int(e.name) for e in commits.iterdir() if e.name.isdigit()) if commits.is_dir() else []
-        if not finished:
-            return {}
-        batch_id = finished[-1]
-    offsets = json.loads((checkpoint / "offsets" / str(batch_id)).read_text().splitlines()[2])
-    return {int(partition): int(offset) for topic in offsets.values() for partition, offset in topic.items()}
-
-
 def partition_lag(settings: Settings, checkpoint: Path, batch_id: int | None = None) -> dict[int, int]:
     """partition → messages in the topic the Kafka stream has not read yet (end offset minus what its
     checkpoint says it consumed; a stream that has not started counts from the earliest retained offset).
     Asks the broker; raises when it cannot be reached."""
-    from warehouse.broker import topics
-
     consumed = consumed_offsets(checkpoint, batch_id)
     (state,) = [t for t in topics(settings, timeout=5) if t.name == settings.kafka.topic] or [None]
     if state is None:
@@ -112,8 +91,6 @@ def retention_gaps(settings: Settings, held: dict[int, tuple[int, int]]) -> list
     partition: ``held`` is partition → (first, last) offset bronze holds. A partition misses messages when
     retention (or a delete-records) moved its earliest offset past ``first``, or when its end offset is
     at or below ``last`` (the topic was recreated). Asks the broker; raises when it cannot be reached."""
-    from warehouse.broker import topics
-
     topic = settings.kafka.topic
     (state,) = [t for t in topics(settings, timeout=10) if t.name == topic] or [None]
     if state is None:
@@ -129,82 +106,3 @@ def retention_gaps(settings: Settings, held: dict[int, tuple[int, int]]) -> list
         if end <= last:
             gaps.append(f"partition {partition}: bronze holds offsets up to {last:,} but the topic ends at {end:,}")
     return gaps
-
-
-def message_key(line: str) -> bytes | None:
-    """The key a line is produced with: its ``user_id`` (so one user's events keep their order in one
-    partition), or none when the line has no string ``user_id`` (invalid lines are sent too)."""
-    try:
-        user = json.loads(line).get("user_id")
-    except (ValueError, AttributeError):
-        return None
-    return user.encode() if isinstance(user, str) else None
-
-
-def produce_lines(
-    settings: Settings,
-    lines: Iterable[str],
-    rate: float = 0.0,
-    on_sent: Callable[[int], None] | None = None,
-) -> int:
-    """Send each line as one message of the topic, keyed by ``user_id``, at most ``rate`` messages per
-    second (0: as fast as the broker takes them); waits until every message is acknowledged.
-
-    Raises when a message could not be delivered (the producer retries inside its delivery timeout).
-    """
-    from confluent_kafka import KafkaException, Producer
-
-    from warehouse.broker import client_config
-
-    producer = Producer({**client_config(settings), "linger.ms": 20, "acks": "all", "enable.idempotence": True})
-    failures: list[str] = []
-
-    def delivered(error: object, _message: object) -> None:
-        if error is not None:
-            failures.append(str(error))
-
-    started = time.monotonic()
-    sent = 0
-    for line in lines:
-        while True:
-            try:
-                producer.produce(settings.kafka.topic, line.encode(), message_key(line), on_delivery=delivered)
-                break
-            except BufferError:  # the local queue is full: let the broker catch up
-                producer.poll(0.1)
-            except KafkaException as error:
-                raise RuntimeError(f"could not send to Kafka at {settings.kafka.bootstrap_servers}: {error}") from None
-        sent += 1
-        if sent % 1000 == 0:
-            producer.poll(0)
-            if on_sent:
-                on_sent(1000)
-            if failures:
-                break
-        if rate > 0 and sent % max(1, int(rate / 50)) == 0:
-            ahead = sent / rate - (time.monotonic() - started)
-            if ahead > 0:
-                time.sleep(ahead)
-    remaining = producer.flush(settings.kafka.broker_timeout_seconds)
-    if on_sent and sent % 1000:
-        on_sent(sent % 1000)
-    if failures or remaining:
-        reason = failures[0] if failures else f"{remaining} messages still unacknowledged"
-        raise RuntimeError(f"could not deliver to Kafka at {settings.kafka.bootstrap_servers}: {reason}")
-    return sent
-
-
-def check_reachable(settings: Settings) -> None:
-    """Stop with one line unless the broker answers and holds the topic (before any JVM starts)."""
-    from warehouse.broker import topics
-
-    servers, topic = settings.kafka.bootstrap_servers, settings.kafka.topic
-    try:
-        names = {state.name for state in topics(settings, timeout=10)}
-    except Exception as error:
-        raise RuntimeError(
-            f"Kafka at {servers} is not reachable ({type(error).__name__}); "
-            "`lakehouse kafka up` starts the local broker"
-        ) from None
-    if topic not in names:
-        raise RuntimeError(f"Kafka at {servers} has no topic {topic}; `lakehouse kafka up` creates it")

@@ -8,19 +8,9 @@ stable metadata keys so the UI plots them over time.
 import dagster as dg
 
 from orchestration.resources import KafkaSourceResource, LakehouseResource
-from transforms.joins import ORDER_PAYMENTS_STAGE
-from transforms.streams import (
-    FRAUD_STAGE,
-    UNIQUE_URLS_STAGE,
-    StageReport,
-    advance_idle_watermark,
-    pipeline_status,
-    prepare,
-    run_stage_once,
-    source_stage,
-    stage_named,
-    stages,
-)
+from runtime.checkpoints import FRAUD_STAGE, ORDER_PAYMENTS_STAGE, SILVER_STAGE, UNIQUE_URLS_STAGE
+from runtime.runner import StageReport, advance_idle_watermark, pipeline_status, prepare, run_stage_once
+from runtime.stages import source_stage, stage_named, stages
 from warehouse.catalog import (
     BRONZE_EVENTS,
     GOLD_CORRECTIONS,
@@ -107,7 +97,7 @@ def _run(lakehouse: LakehouseResource, stage_name: str, settings: Settings | Non
     return run_stage_once(spark, settings, stage_named(settings, stage_name))
 
 
-BRONZE_STAGE, SILVER_STAGE, GOLD_STAGE = (stage.name for stage in stages(SETTINGS)[:3])
+GOLD_STAGE = stages(SETTINGS).windows.name
 
 
 class BronzeConfig(dg.Config):

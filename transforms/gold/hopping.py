@@ -17,6 +17,7 @@ from delta.tables import DeltaTable
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from transforms.gold.corrections import correction_rows
 from warehouse.catalog import GOLD_CORRECTIONS, MONEY, hopping_spend_table, user_spend_table
 from warehouse.delta import already_written, append_once, materialized, merge_once, read_table
 from warehouse.settings import Settings
@@ -139,8 +140,6 @@ def roll_up(
             changed = changes.count()
             if not changed:
                 return 0
-            # Imported here: transforms.windows calls this module after each of its own changes.
-            from transforms.windows import correction_rows
 
             logged = correction_rows(changes.where("existed"), hopping)
             append_once(logged, settings, GOLD_CORRECTIONS, app_id, batch_id)

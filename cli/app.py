@@ -73,7 +73,7 @@ def ingest(
     files: Annotated[list[Path], typer.Argument(help="JSON Lines files to place into the landing zone.")],
 ) -> None:
     """Place JSON Lines files into the landing zone atomically (a reader never sees half a file)."""
-    from transforms.landing import ingest_file
+    from runtime.sources.landing import ingest_file
 
     settings = _settings()
     missing = [str(f) for f in files if not f.is_file()]
@@ -125,8 +125,8 @@ def generate(
     """Write a synthetic event stream into the landing zone or a Kafka topic (deterministic for a seed)."""
     from datetime import UTC
 
-    from transforms.landing import place_in_landing
-    from transforms.synthetic import StreamSpec, generate_lines, generate_order_lines
+    from devtools.synthetic import StreamSpec, generate_lines, generate_order_lines
+    from runtime.sources.landing import place_in_landing
 
     if kind not in {"events", "orders"}:
         raise ValueError(f"--kind must be events or orders, got {kind!r}")
@@ -155,7 +155,7 @@ def generate(
     lines = list(generate_order_lines(spec) if kind == "orders" else generate_lines(spec))
     what = f"{events} orders with their payments" if kind == "orders" else f"{events} events"
     if to == "kafka":
-        from transforms.kafka import produce_lines
+        from runtime.sources.kafka_client import produce_lines
 
         with Progress(
             TextColumn("sending"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=console
@@ -201,7 +201,8 @@ def run(
     """Run the streams source → bronze → silver → gold, once (availableNow) or continuously."""
     if once == continuous:
         raise typer.BadParameter("choose exactly one of --once or --continuous")
-    from transforms.streams import run_continuous, run_once, source_stage, stages
+    from runtime.runner import run_continuous, run_once
+    from runtime.stages import source_stage, stages
     from warehouse.locks import ensure_free
     from warehouse.session import spark_session
 
@@ -210,7 +211,7 @@ def run(
     source_stage(source)  # an unknown source stops here, before Spark starts
     ensure_free(settings, [stage.name for stage in stages(settings, source)])
     if source == "kafka":
-        from transforms.kafka import check_reachable
+        from runtime.sources.kafka_client import check_reachable
 
         check_reachable(settings)
     with console.status("starting Spark"):
@@ -244,7 +245,7 @@ def status(
     interval: Annotated[float, typer.Option(help="Seconds between refreshes of the live view.")] = 2.0,
 ) -> None:
     """Each stream's state, backlog and lag, newest batch, rates and watermark (no Spark is started)."""
-    from transforms.streams import pipeline_status
+    from runtime.runner import pipeline_status
 
     settings = _settings()
     if as_json:
@@ -377,7 +378,8 @@ def reconcile(
     ] = None,
 ) -> None:
     """Fold late events into gold (only the affected windows); with dates, repair every window of them."""
-    from transforms.streams import RECONCILE_STAGE, run_reconcile
+    from runtime.checkpoints import RECONCILE_STAGE
+    from runtime.runner import run_reconcile
     from warehouse.locks import ensure_free
     from warehouse.session import spark_session
 
@@ -408,7 +410,8 @@ def replay(
     """Rebuild silver, gold and ops tables from bronze with the same streams, then swap them in (Kappa)."""
     from rich.progress import TaskProgressColumn
 
-    from transforms.replay import REPLAY_SOURCES, run_replay
+    from runtime.checkpoints import KAFKA_STAGE, SILVER_STAGE
+    from runtime.replay import REPLAY_SOURCES, run_replay
     from warehouse.catalog import BRONZE_EVENTS
     from warehouse.inspect import table_state
     from warehouse.session import spark_session
@@ -422,8 +425,7 @@ def replay(
         raise typer.BadParameter("--from-version is for a replay from bronze; --source kafka re-reads the whole topic")
     total = table_state(settings, BRONZE_EVENTS).rows
     if source == "kafka":
-        from transforms.kafka import check_reachable
-        from warehouse.broker import topics
+        from runtime.sources.kafka_client import check_reachable, topics
 
         check_reachable(settings)
         (topic,) = [t for t in topics(settings) if t.name == settings.kafka.topic]
@@ -441,7 +443,7 @@ def replay(
     ) as progress:
         first = "re-reading Kafka" if source == "kafka" else "replaying bronze"
         task = progress.add_task(first, total=total or None, rate=0.0)
-        counted = "bronze_events_kafka" if source == "kafka" else "silver_events"
+        counted = KAFKA_STAGE if source == "kafka" else SILVER_STAGE
 
         def advance(report, batch: dict[str, float]) -> None:
             if report.name == counted:
@@ -743,7 +745,7 @@ app.add_typer(kafka_app)
 @_fails_in_one_line
 def kafka_up() -> None:
     """Start the broker (unless it runs), wait until it answers, create the topic if missing."""
-    from warehouse.broker import up
+    from devtools.broker import up
 
     settings = _settings()
     host, port = settings.kafka.broker_address
@@ -761,7 +763,7 @@ def kafka_up() -> None:
 @_fails_in_one_line
 def kafka_down() -> None:
     """Stop the broker cleanly; fine when none runs."""
-    from warehouse.broker import down
+    from devtools.broker import down
 
     settings = _settings()
     console.print("Kafka broker stopped" if down(settings) else "no Kafka broker was running", highlight=False)
@@ -773,7 +775,8 @@ def kafka_status(
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object only.")] = False,
 ) -> None:
     """The broker, its topics, partitions, end offsets and the lakehouse's lag per partition."""
-    from warehouse.broker import broker_pid, topics
+    from devtools.broker import broker_pid
+    from runtime.sources.kafka_client import topics
 
     settings = _settings()
     pid = broker_pid(settings)

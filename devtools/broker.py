@@ -9,7 +9,6 @@ outlives it; ``down`` stops it with SIGTERM (a clean, controlled shutdown).
 """
 
 import base64
-import logging
 import os
 import shutil
 import signal
@@ -17,50 +16,13 @@ import socket
 import subprocess
 import time
 import uuid
-from dataclasses import dataclass, field
 from pathlib import Path
 
+from runtime.sources.kafka_client import BrokerError, client_config, ensure_topic
 from warehouse.settings import Settings, SettingsError
 
 #: Seconds ``down`` waits for a clean shutdown before it kills the broker.
 _STOP_SECONDS = 30
-
-
-class BrokerError(RuntimeError):
-    """The broker cannot be started, reached or stopped; the message is one line saying why."""
-
-
-@dataclass(frozen=True)
-class PartitionOffsets:
-    """One partition of a topic: the oldest offset still retained and the next offset to be written."""
-
-    partition: int
-    earliest: int
-    latest: int
-
-
-@dataclass(frozen=True)
-class TopicState:
-    name: str
-    partitions: list[PartitionOffsets] = field(default_factory=list)
-
-    @property
-    def messages(self) -> int:
-        """Messages retained now (end minus earliest offset, summed over partitions)."""
-        return sum(p.latest - p.earliest for p in self.partitions)
-
-
-#: librdkafka logs every failed connection to stderr; our clients log here instead, and the commands
-#: say what went wrong in one line of their own.
-_CLIENT_LOG = logging.getLogger("lakehouse.kafka.client")
-_CLIENT_LOG.addHandler(logging.NullHandler())
-_CLIENT_LOG.propagate = False
-
-
-def client_config(settings: Settings) -> dict[str, object]:
-    """librdkafka settings for the lakehouse's own admin and producer clients (options included)."""
-    servers = settings.kafka.bootstrap_servers
-    return {"bootstrap.servers": servers, **dict(settings.kafka.options), "logger": _CLIENT_LOG}
 
 
 def _paths(settings: Settings) -> dict[str, Path]:
@@ -267,22 +229,6 @@ def _await_broker(settings: Settings) -> None:
         time.sleep(0.25)
 
 
-def ensure_topic(settings: Settings) -> None:
-    """Create the topic with ``LAKEHOUSE_KAFKA_PARTITIONS`` partitions unless it exists."""
-    from confluent_kafka.admin import AdminClient, NewTopic
-
-    admin = AdminClient(client_config(settings))
-    if settings.kafka.topic in admin.list_topics(timeout=10).topics:
-        return
-    futures = admin.create_topics([NewTopic(settings.kafka.topic, settings.kafka.partitions, 1)])
-    for future in futures.values():
-        try:
-            future.result(timeout=30)
-        except Exception as error:
-            if "TOPIC_ALREADY_EXISTS" not in str(error):
-                raise BrokerError(f"could not create topic {settings.kafka.topic}: {error}") from None
-
-
 def down(settings: Settings) -> bool:
     """Stop this home's broker cleanly (SIGTERM, then SIGKILL after 30 s); False when none was running."""
     pid = broker_pid(settings)
@@ -299,24 +245,3 @@ def down(settings: Settings) -> bool:
             time.sleep(0.1)
     _paths(settings)["pid"].unlink(missing_ok=True)
     return True
-
-
-def topics(settings: Settings, timeout: float = 10.0) -> list[TopicState]:
-    """Every topic the cluster serves (internal ones left out) with each partition's earliest and end offsets."""
-    from confluent_kafka import TopicPartition
-    from confluent_kafka.admin import AdminClient, OffsetSpec
-
-    admin = AdminClient(client_config(settings))
-    metadata = admin.list_topics(timeout=timeout)
-    states = []
-    for name in sorted(t for t in metadata.topics if not t.startswith("__")):
-        partitions = sorted(metadata.topics[name].partitions)
-        offsets = {}
-        for spec_name, spec in (("earliest", OffsetSpec.earliest()), ("latest", OffsetSpec.latest())):
-            request = {TopicPartition(name, p): spec for p in partitions}
-            for tp, future in admin.list_offsets(request, request_timeout=timeout).items():
-                offsets.setdefault(tp.partition, {})[spec_name] = future.result().offset
-        states.append(
-            TopicState(name, [PartitionOffsets(p, offsets[p]["earliest"], offsets[p]["latest"]) for p in partitions])
-        )
-    return states

@@ -25,7 +25,7 @@ from urllib.parse import unquote
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQueryListener
 
-from transforms.landing import source_log
+from runtime.checkpoints import read_before_version, source_log
 from warehouse.catalog import OPS_STREAM_PROGRESS
 from warehouse.delta import is_delta_table, latest_version
 from warehouse.locks import lock_holder
@@ -209,7 +209,7 @@ def stream_status(settings: Settings, stream: str, source: str, checkpoint: Path
         pending = pending_landing_files(settings, checkpoint)
         unit = "files"
     elif source == "kafka":
-        pending = []  # the broker knows the backlog (``transforms.kafka.partition_lag``), not the files
+        pending = []  # the broker knows the backlog (``runtime.sources.kafka.partition_lag``), not the files
         unit = "messages"
     else:
         pending = pending_source_commits(settings.tables_dir / Path(*source.split(".")), checkpoint)
@@ -239,15 +239,8 @@ def pending_source_commits(table: Path, checkpoint: Path) -> list[tuple[str, flo
     if not log.is_dir():
         return []
     latest = latest_version(log)
-    # Delta's offset is the position after the last file read: every commit before reservoirVersion is done.
-    consumed = -1
-    finished = sorted(int(entry.name) for entry in (checkpoint / "commits").glob("[0-9]*") if entry.name.isdigit())
-    if finished:
-        offset = json.loads((checkpoint / "offsets" / str(finished[-1])).read_text().splitlines()[2])
-        if not offset.get("isStartingVersion"):
-            consumed = int(offset["reservoirVersion"]) - 1
     pending = []
-    for version in range(consumed + 1, latest + 1):
+    for version in range(read_before_version(checkpoint) + 1, latest + 1):
         commit = log / f"{version:020d}.json"
         with suppress(FileNotFoundError):
             # Only commits that add data are work for the stream (not a table's creation or a compaction).

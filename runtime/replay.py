@@ -34,25 +34,24 @@ from delta.tables import DeltaTable
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from transforms.firings import firing_rows
-from transforms.joins import ORDER_PAYMENTS_STAGE
-from transforms.kafka import KAFKA_STAGE, retention_gaps
-from transforms.reconcile import KEY
-from transforms.streams import (
+from runtime.checkpoints import (
+    KAFKA_STAGE,
+    ORDER_PAYMENTS_STAGE,
     RECONCILE_STAGE,
-    StageReport,
+    SILVER_STAGE,
     committed_batches,
-    keyed_stages,
-    prepare,
-    reconcile_stage,
-    run_stage_once,
-    source_stage,
-    stage_named,
-    stages,
+    continue_after,
+    move_checkpoint,
     starting_version_file,
-    swap_marker,
+    windows_stage_name,
 )
-from transforms.windows import consumption_metadata, correction_rows, latest_watermark
+from runtime.runner import StageReport, prepare, run_stage_once, swap_marker
+from runtime.sources.kafka import retention_gaps
+from runtime.stages import keyed_stages, reconcile_stage, source_stage, stage_named, stages
+from transforms.gold.corrections import consumption_metadata, correction_rows
+from transforms.gold.propagate import GoldChange, firings
+from transforms.gold.watermarks import latest_watermark
+from transforms.reconcile import KEY
 from warehouse.catalog import (
     BRONZE_EVENTS,
     GOLD_CORRECTIONS,
@@ -67,7 +66,6 @@ from warehouse.catalog import (
     SILVER_LATE_EVENTS,
     SILVER_QUARANTINE,
     Table,
-    firings_table,
     hopping_spend_table,
     user_sessions_table,
     user_spend_global_table,
@@ -111,9 +109,9 @@ def run_replay(
     started = time.monotonic()
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%f")
     report = ReplayReport(stamp)
-    live_stages = [*stages(settings), reconcile_stage(settings)]
+    live = stages(settings)
     prepare(spark, settings, allow_interrupted_swap=True)
-    names = [live_stages[0].name, KAFKA_STAGE, *(stage.name for stage in live_stages[1:]), GOLD_LOCK]
+    names = [*live.names, KAFKA_STAGE, reconcile_stage(settings).name, GOLD_LOCK]
     with hold_all(settings, names, purpose="a replay"):
         _finish_kafka_swap(spark, settings)
         staging = replace(settings, home=settings.home / "replay" / stamp)
@@ -126,9 +124,9 @@ def run_replay(
         bronze_link.parent.mkdir(parents=True, exist_ok=True)
         bronze_link.symlink_to(BRONZE_EVENTS.path(settings), target_is_directory=True)
         if from_version is not None:
-            starting_version_file(staging, "silver_events").write_text(str(from_version))
+            starting_version_file(staging.checkpoints_dir, SILVER_STAGE).write_text(str(from_version))
         prepare(spark, staging)
-        for stage in [*stages(staging)[1:], reconcile_stage(staging)]:
+        for stage in [*stages(staging).downstream, reconcile_stage(staging)]:
             if stage.name not in REBUILT_AFTER_SWAP:
                 report.streams.append(run_stage_once(spark, staging, stage, listener))
 
@@ -355,11 +353,13 @@ def _swap_windows(
         report.gold_keys_changed += changed
         if changed:
             append_once(corrections, settings, GOLD_CORRECTIONS, app_id, 0)
-            if gold.name == user_spend_table(settings).name and settings.keeps("firings"):
-                # A replay's changes reach consumers as late firings (the firings log itself is history).
-                watermark = latest_watermark(spark, staging, gold.name.replace(".", "_"))
-                fired = firing_rows(corrections, settings, watermark, watermark)
-                append_once(fired, settings, firings_table(settings), app_id, 0)
+            if gold.name == user_spend_table(settings).name:
+                # A replay's changes reach consumers as late firings (the firings log itself is history); the
+                # other derived tables are rebuilt by the replay itself.
+                watermark = latest_watermark(spark, staging, windows_stage_name(settings))
+                change = GoldChange(watermark, watermark, now, app_id, 0, "replay", changed=corrections)
+                for rows, table in firings(spark, settings, change):
+                    append_once(rows, settings, table, app_id, 0)
         # A key keeps its revision and time when the rebuild agrees with it, so readers see no change.
         content = joined.where(F.col("revision").isNotNull()).select(
             *KEY,
@@ -423,29 +423,29 @@ def _rebuild_order_payments(
         retired = staging.home / "retired-checkpoints"
         retired.mkdir(parents=True, exist_ok=True)
         shutil.move(str(live), str(retired / ORDER_PAYMENTS_STAGE))
-    starting_version_file(settings, ORDER_PAYMENTS_STAGE).unlink(missing_ok=True)
+    starting_version_file(settings.checkpoints_dir, ORDER_PAYMENTS_STAGE).unlink(missing_ok=True)
     shutil.move(str(rebuilt.checkpoints_dir / ORDER_PAYMENTS_STAGE), str(live))
 
 
 def _reset_checkpoints(spark: SparkSession, settings: Settings, staging: Settings) -> None:
     """Silver continues where the staging silver stopped in bronze; gold and reconcile start after the swap;
     the keyed streams keep the state their staging runs built and go on after the swap too."""
-    gold_stage = stages(settings)[2].name
+    gold_stage = stages(settings).windows.name
     keyed = [stage.name for stage in keyed_stages(settings)]
     retired = staging.home / "retired-checkpoints"
     retired.mkdir(parents=True, exist_ok=True)
-    for name in ("silver_events", gold_stage, RECONCILE_STAGE, *keyed):
+    for name in (SILVER_STAGE, gold_stage, RECONCILE_STAGE, *keyed):
         live = settings.checkpoints_dir / name
         if live.exists():
             shutil.move(str(live), str(retired / name))
-        starting_version_file(settings, name).unlink(missing_ok=True)
-    shutil.move(str(staging.checkpoints_dir / "silver_events"), str(settings.checkpoints_dir / "silver_events"))
+        starting_version_file(settings.checkpoints_dir, name).unlink(missing_ok=True)
+    shutil.move(str(staging.checkpoints_dir / SILVER_STAGE), str(settings.checkpoints_dir / SILVER_STAGE))
     silver_version = _latest_version(spark, settings, SILVER_EVENTS)
     for name, version in (
         (gold_stage, silver_version),
         (RECONCILE_STAGE, _latest_version(spark, settings, SILVER_LATE_EVENTS)),
     ):
-        starting_version_file(settings, name).write_text(str(version + 1))
+        starting_version_file(settings.checkpoints_dir, name).write_text(str(version + 1))
     silver_id = deltalake.DeltaTable(str(SILVER_EVENTS.path(settings))).metadata().id
     for name in keyed:
         built = staging.checkpoints_dir / name
@@ -454,63 +454,8 @@ def _reset_checkpoints(spark: SparkSession, settings: Settings, staging: Setting
             move_checkpoint(built, live)
             continue_after(live, silver_id, silver_version)
         else:
-            starting_version_file(settings, name).write_text(str(silver_version + 1))
+            starting_version_file(settings.checkpoints_dir, name).write_text(str(silver_version + 1))
 
 
 def _latest_version(spark: SparkSession, settings: Settings, table: Table) -> int:
     return int(DeltaTable.forPath(spark, str(table.path(settings))).history(1).select("version").first()[0])
-
-
-def move_checkpoint(source: Path, target: Path) -> None:
-    """Move a stream's checkpoint folder, state store included.
-
-    A stateful operator's metadata (``state/<op>/_metadata/v2/<batch>``, written by transformWithState)
-    names its state schema files by absolute path; left as they are, the moved query fails at its next start
-    ("File …/_stateSchema/… does not exist") once the old folder is gone. They are pointed at the new place.
-    """
-    shutil.move(str(source), str(target))
-    for entry in target.glob("state/*/_metadata/v2/*"):
-        if entry.name.startswith(".") or not entry.is_file():
-            continue
-        lines = entry.read_text().splitlines()
-        metadata = json.loads(lines[1])
-        for store in metadata.get("stateStoreInfo", []):
-            store["stateSchemaFilePaths"] = [
-                f"file:{target.resolve()}{path[path.rindex('/state/') :]}"
-                for path in store.get("stateSchemaFilePaths", [])
-            ]
-        lines[1] = json.dumps(metadata, separators=(",", ":"))
-        _rewrite(entry, lines)
-
-
-def continue_after(checkpoint: Path, table_id: str, version: int) -> None:
-    """Point a finished checkpoint of a stream reading a Delta table at another table (``table_id``), right
-    after its ``version``: the stream's state (Spark's state store) and watermark stay as they are.
-
-    A keyed stream's state is what it has seen of silver; the staging stream saw all of the rebuilt silver,
-    which the swap commit (``version``) put in place of the live one's rows. Only the source positions
-    change, in the newest offset entry and the one before it: on restart Spark asks the source for the
-    newest committed batch again (from the entry before to the newest, now an empty range), then goes on
-    from the newest.
-    """
-    newest = committed_batches(checkpoint)[-1]
-    for batch_id in (newest - 1, newest):
-        entry = checkpoint / "offsets" / str(batch_id)
-        if not entry.exists():
-            continue
-        lines = entry.read_text().splitlines()
-        offset = json.loads(lines[2])
-        # Delta's offset is the position after the last file read; index -1 at a version means none of it yet.
-        offset.update(reservoirId=table_id, reservoirVersion=version + 1, index=-1, isStartingVersion=False)
-        lines[2] = json.dumps(offset, separators=(",", ":"))
-        _rewrite(entry, lines)
-
-
-def _rewrite(entry: Path, lines: list[str]) -> None:
-    """Replace a checkpoint file's content atomically (a rename)."""
-    partial = entry.with_name(f".{entry.name}.rewrite")
-    partial.write_text("\n".join(lines))
-    # Hadoop's local file system checks a file against its ``.<name>.crc`` when one exists; without it,
-    # the file is read unchecked. The old checksum would fail the new content.
-    entry.with_name(f".{entry.name}.crc").unlink(missing_ok=True)
-    partial.replace(entry)

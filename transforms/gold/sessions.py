@@ -24,6 +24,7 @@ from delta.tables import DeltaTable
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
+from transforms.gold.corrections import correction_rows
 from warehouse.catalog import GOLD_CORRECTIONS, MONEY, user_sessions_table
 from warehouse.delta import already_written, append_once, materialized, merge_once, read_table
 from warehouse.settings import Settings
@@ -91,8 +92,6 @@ def update_sessions(
             changed = changes.count()
             if not changed:
                 return 0
-            # Imported here: transforms.windows calls this module after each of its own changes.
-            from transforms.windows import correction_rows
 
             logged = changes.where(F.col("old_revision").isNotNull()).withColumnsRenamed(
                 {"session_start": "window_start", "session_end": "window_end"}

@@ -6,7 +6,6 @@ has arrived, in bounded micro-batches, then stop): once (``run_once``) or in bac
 or Delta transaction ids), so a batch replayed after a crash writes nothing twice.
 """
 
-import json
 import signal
 import threading
 import time
@@ -20,41 +19,23 @@ from pyspark.errors import StreamingQueryException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
-from transforms.bronze import LANDING_STAGE, land_lines
-from transforms.joins import ORDER_PAYMENTS_STAGE, pair_orders_with_payments, record_order_payments
-from transforms.kafka import KAFKA_STAGE, land_kafka_messages, partition_lag, read_kafka
-from transforms.keyed_state import distinct_url_counts, fraud_alerts, write_fraud_alerts, write_unique_urls
-from transforms.landing import read_landing
-from transforms.progress import (
+from runtime import checkpoints
+from runtime.checkpoints import checkpoint_dir
+from runtime.progress import (
     StreamStatus,
     pending_landing_files,
     pending_source_commits,
     recorder_for,
     stream_status,
 )
-from transforms.reconcile import fold_late_events, repair_dates
-from transforms.silver import refine_events
-from transforms.windows import advance_idle, update_windows
-from warehouse.catalog import (
-    BRONZE_EVENTS,
-    SILVER_EVENTS,
-    SILVER_LATE_EVENTS,
-    all_tables,
-    kept_tables,
-    user_spend_table,
-)
+from runtime.sources.kafka import partition_lag
+from runtime.stages import Stage, reconcile_stage, source_stage, stages
+from transforms.gold.tumbling import advance_idle
+from transforms.reconcile import repair_dates
+from warehouse.catalog import kept_tables
 from warehouse.delta import batch_scope, ensure_tables
-from warehouse.locks import GOLD_LOCK, hold, hold_all
+from warehouse.locks import GOLD_LOCK, hold, hold_all, hold_gold
 from warehouse.settings import Settings
-
-BatchFunction = Callable[[DataFrame, int, Settings, str], dict[str, float]]
-
-#: How long a batch waits for the gold lock (held by a reconcile or another stream's batch) before failing.
-GOLD_LOCK_WAIT_SECONDS = 600.0
-
-#: Delta sources admit whole commits in practice: a batch ending part-way through a commit would leave the
-#: gold stream unable to say which silver it reflects (and a split bronze commit could reorder arrivals).
-_DELTA_SOURCE_MAX_FILES = 1_000_000
 
 
 @dataclass
@@ -83,176 +64,6 @@ class StageReport:
             self.listener(self, batch_figures)
 
 
-@dataclass(frozen=True)
-class Stage:
-    """One arrow of the pipeline: where it reads, what it does with each micro-batch.
-
-    ``lock`` names a lock each batch holds while it runs (``gold`` for every read-modify-write of gold).
-    """
-
-    name: str
-    read: Callable[[SparkSession, Settings], DataFrame]
-    process: BatchFunction
-    lock: str | None = None
-    #: What it reads: ``landing`` or the Delta table's name.
-    source: str = "landing"
-
-
-def _read_delta(table_name: str, stage_name: str) -> Callable[[SparkSession, Settings], DataFrame]:
-    def read(spark: SparkSession, settings: Settings) -> DataFrame:
-        table = {t.name: t for t in all_tables(settings)}[table_name]
-        # Both sources are append-only tables, so a plain Delta stream sees every row exactly once.
-        reader = spark.readStream.format("delta").option("maxFilesPerTrigger", _DELTA_SOURCE_MAX_FILES)
-        start = starting_version(settings, stage_name)
-        if start is not None:
-            reader = reader.option("startingVersion", start)
-        return reader.load(str(table.path(settings)))
-
-    return read
-
-
-def starting_version_file(settings: Settings, stage_name: str) -> Path:
-    return settings.checkpoints_dir / f"{stage_name}.starting-version"
-
-
-def starting_version(settings: Settings, stage_name: str) -> int | None:
-    """Where a reset checkpoint starts reading its Delta source (set by a replay); Spark ignores it
-    once the checkpoint has offsets of its own."""
-    marker = starting_version_file(settings, stage_name)
-    return int(marker.read_text().strip()) if marker.exists() else None
-
-
-def completed_source_version(checkpoint: Path, batch_id: int) -> int | None:
-    """The newest Delta source version that batches up to ``batch_id`` have read completely.
-
-    Read from the checkpoint's offset log (written before the batch runs): Delta's offset is the position
-    after the last file read; ``index == -1`` means every commit before ``reservoirVersion`` is done.
-    None when the batch stopped inside a commit or inside the initial snapshot.
-    """
-    lines = (checkpoint / "offsets" / str(batch_id)).read_text().splitlines()
-    offset = json.loads(lines[2])
-    if offset.get("isStartingVersion") or int(offset.get("index", -1)) != -1:
-        return None
-    return int(offset["reservoirVersion"]) - 1
-
-
-def batch_earliest_start(checkpoint: Path, batch_id: int) -> float:
-    """An instant (epoch seconds) before which no attempt of ``batch_id`` can have started: when the
-    checkpoint recorded the previous batch as finished, or, for its first batch, when it was created.
-    Neither file is ever rewritten, so a batch re-run after a crash gets the same instant as its first try."""
-    previous = checkpoint / "commits" / str(batch_id - 1)
-    anchor = previous if batch_id > 0 and previous.exists() else checkpoint / "metadata"
-    return anchor.stat().st_mtime
-
-
-def committed_batches(checkpoint: Path) -> list[int]:
-    """The micro-batches a query has finished (its checkpoint's commit log), oldest first."""
-    commits = checkpoint / "commits"
-    if not commits.is_dir():
-        return []
-    return sorted(int(entry.name) for entry in commits.iterdir() if entry.name.isdigit())
-
-
-def consumed_source_version(checkpoint: Path) -> tuple[int, int] | None:
-    """(batch, version) of the newest finished batch that ended on a whole commit of its Delta source:
-    every source commit up to ``version`` is read and written by batches up to ``batch``. None when no
-    finished batch has read one whole commit yet."""
-    for batch_id in reversed(committed_batches(checkpoint)):
-        version = completed_source_version(checkpoint, batch_id)
-        if version is not None:
-            return batch_id, version
-    return None
-
-
-#: Where bronze's lines come from: the landing folder (the embedded default) or a Kafka topic.
-SOURCES = ("landing", "kafka")
-
-
-def source_stage(source: str) -> Stage:
-    """The arrow into bronze from ``source``; each source has its own stream and checkpoint."""
-    if source == "landing":
-        return Stage(LANDING_STAGE, read_landing, land_lines)
-    if source == "kafka":
-        return Stage(KAFKA_STAGE, read_kafka, land_kafka_messages, source="kafka")
-    raise ValueError(f"the source must be one of {', '.join(SOURCES)}, got {source!r}")
-
-
-#: The keyed stateful streams over silver.events (transformWithState; their state lives in their checkpoints).
-FRAUD_STAGE = "gold_fraud_alerts"
-UNIQUE_URLS_STAGE = "gold_unique_urls"
-
-
-def _keyed(
-    stage_name: str, operator: Callable[[DataFrame, Settings], DataFrame]
-) -> Callable[[SparkSession, Settings], DataFrame]:
-    """Read silver.events as a stream and apply a keyed stateful operator; the batches are its output."""
-    read_silver = _read_delta(SILVER_EVENTS.name, stage_name)
-    return lambda spark, settings: operator(read_silver(spark, settings), settings)
-
-
-def keyed_stages(settings: Settings) -> list[Stage]:
-    """Fraud alerts (first: low latency is their point), then distinct URLs, each when the home keeps it
-    (``LAKEHOUSE_GOLD_OUTPUTS``); neither touches the windows gold, so they take no gold lock (each table
-    has one writer, its stream)."""
-    keyed = [
-        Stage(FRAUD_STAGE, _keyed(FRAUD_STAGE, fraud_alerts), write_fraud_alerts, source=SILVER_EVENTS.name),
-        Stage(
-            UNIQUE_URLS_STAGE,
-            _keyed(UNIQUE_URLS_STAGE, distinct_url_counts),
-            write_unique_urls,
-            source=SILVER_EVENTS.name,
-        ),
-    ]
-    kept = {FRAUD_STAGE: settings.keeps("fraud_alerts"), UNIQUE_URLS_STAGE: settings.keeps("unique_urls")}
-    return [stage for stage in keyed if kept[stage.name]]
-
-
-def stages(settings: Settings, source: str = "landing") -> list[Stage]:
-    """The pipeline's arrows in order, from ``source`` into bronze, then silver, then gold (the windows,
-    orders joined with payments, then the keyed stateful streams, each when ``LAKEHOUSE_GOLD_OUTPUTS`` keeps
-    it); each stage's name is also its checkpoint folder's name."""
-    gold_name = user_spend_table(settings).name.replace(".", "_")
-
-    def windows(df: DataFrame, batch_id: int, s: Settings, writer: str) -> dict[str, float]:
-        silver_version = completed_source_version(s.checkpoints_dir / gold_name, batch_id)
-        return update_windows(df, batch_id, s, writer, gold_name, silver_version)
-
-    return [
-        source_stage(source),
-        Stage(
-            "silver_events", _read_delta(BRONZE_EVENTS.name, "silver_events"), refine_events, source=BRONZE_EVENTS.name
-        ),
-        Stage(gold_name, _read_delta(SILVER_EVENTS.name, gold_name), windows, GOLD_LOCK, SILVER_EVENTS.name),
-        *(
-            [Stage(ORDER_PAYMENTS_STAGE, _read_order_payments, record_order_payments, source=SILVER_EVENTS.name)]
-            if settings.keeps("order_payments")
-            else []
-        ),
-        *keyed_stages(settings),
-    ]
-
-
-def _read_order_payments(spark: SparkSession, settings: Settings) -> DataFrame:
-    """Orders ⋈ payments: two streaming reads of silver.events in one query, one per side of the join
-    (Spark would make a self-join of one read into two sources anyway), each side with its own watermark."""
-    read = _read_delta(SILVER_EVENTS.name, ORDER_PAYMENTS_STAGE)
-    return pair_orders_with_payments(read(spark, settings), read(spark, settings), settings)
-
-
-RECONCILE_STAGE = "reconcile_late_events"
-
-
-def reconcile_stage(settings: Settings) -> Stage:
-    """Late events → gold: each batch of newly late events recomputes its windows from silver."""
-    return Stage(
-        RECONCILE_STAGE,
-        _read_delta(SILVER_LATE_EVENTS.name, RECONCILE_STAGE),
-        fold_late_events,
-        GOLD_LOCK,
-        SILVER_LATE_EVENTS.name,
-    )
-
-
 def pipeline_status(settings: Settings) -> list[StreamStatus]:
     """Every stream's state, backlog and newest batch, from files alone (no Spark session)."""
     statuses = [
@@ -275,21 +86,9 @@ def kafka_status(settings: Settings, stage: Stage) -> StreamStatus:
     return replace(status, backlog=sum(lag.values()))
 
 
-def stage_named(settings: Settings, name: str) -> Stage:
-    for stage in [*stages(settings), source_stage("kafka"), reconcile_stage(settings)]:
-        if stage.name == name:
-            return stage
-    raise KeyError(name)
-
-
-def checkpoint_dir(settings: Settings, stage: Stage) -> Path:
-    return settings.checkpoints_dir / stage.name
-
-
 def _writer_id(checkpoint: Path, stage: Stage) -> str:
     """Delta transaction app id: stable for the life of a checkpoint, new when it is reset."""
-    query_id = json.loads((checkpoint / "metadata").read_text())["id"]
-    return f"lakehouse:{stage.name}:{query_id}"
+    return f"lakehouse:{stage.name}:{checkpoints.query_id(checkpoint)}"
 
 
 def stage_lock(settings: Settings, stage: Stage):
@@ -308,9 +107,9 @@ def start_stage(spark: SparkSession, settings: Settings, stage: Stage, report: S
         if "id" not in writer:
             writer["id"] = _writer_id(checkpoint, stage)
         started = time.monotonic()
-        with batch_scope(writer["id"], batch_id, batch_earliest_start(checkpoint, batch_id)):
-            if stage.lock:
-                with hold(settings, stage.lock, wait_seconds=GOLD_LOCK_WAIT_SECONDS, purpose=f"{stage.name} batch"):
+        with batch_scope(writer["id"], batch_id, checkpoints.batch_earliest_start(checkpoint, batch_id)):
+            if stage.lock == GOLD_LOCK:
+                with hold_gold(settings, f"{stage.name} batch"):
                     figures = stage.process(batch, batch_id, settings, writer["id"])
             else:
                 figures = stage.process(batch, batch_id, settings, writer["id"])
@@ -393,17 +192,17 @@ def advance_idle_watermark(
     the stream's last commit (its newest batch) must be older than the idle time."""
     if settings.watermarks.idle_seconds <= 0:
         return None
-    gold = stages(settings)[2]
+    gold = stages(settings).windows
     checkpoint = checkpoint_dir(settings, gold)
-    batches = committed_batches(checkpoint)
+    batches = checkpoints.committed_batches(checkpoint)
     now = now or datetime.now(UTC)
-    if not batches or uncommitted_batch(checkpoint) is not None or has_new_input(settings, gold):
+    if not batches or checkpoints.uncommitted_batch(checkpoint) is not None or has_new_input(settings, gold):
         return None
-    last_batch_at = (checkpoint / "commits" / str(batches[-1])).stat().st_mtime
+    last_batch_at = checkpoints.committed_at(checkpoint, batches[-1])
     if now.timestamp() - last_batch_at < settings.watermarks.idle_seconds:
         return None
     report = StageReport(IDLE_ADVANCE)
-    gold_lock = hold(settings, GOLD_LOCK, wait_seconds=GOLD_LOCK_WAIT_SECONDS, purpose="an idle watermark advance")
+    gold_lock = hold_gold(settings, "an idle watermark advance")
     with nullcontext() if stage_locked else stage_lock(settings, gold), gold_lock:
         started = time.monotonic()
         figures = advance_idle(spark, settings, gold.name, _writer_id(checkpoint, gold), batches[-1], now)
@@ -424,7 +223,7 @@ def run_reconcile(spark: SparkSession, settings: Settings, dates: Sequence[date]
     reports = [run_stage_once(spark, settings, reconcile_stage(settings))]
     if dates:
         report = StageReport("reconcile_dates")
-        with hold(settings, GOLD_LOCK, wait_seconds=GOLD_LOCK_WAIT_SECONDS, purpose="a reconcile of dates"):
+        with hold_gold(settings, "a reconcile of dates"):
             started = time.monotonic()
             report.add(repair_dates(spark, settings, dates), time.monotonic() - started)
         reports.append(report)
@@ -547,9 +346,9 @@ def has_new_input(settings: Settings, stage: Stage) -> bool:
 def _drain(spark: SparkSession, settings: Settings, stage: Stage, report: StageReport, stop: threading.Event) -> None:
     """Run one stage's query over everything available now; stop it early when ``stop`` is set."""
     checkpoint = checkpoint_dir(settings, stage)
-    rerun = uncommitted_batch(checkpoint)
+    rerun = checkpoints.uncommitted_batch(checkpoint)
     error = _await(start_stage(spark, settings, stage, report), stop)
-    if error is not None and rerun is not None and (checkpoint / "commits" / str(rerun)).exists():
+    if error is not None and rerun is not None and checkpoints.is_committed(checkpoint, rerun):
         # Spark's Kafka source fails the progress report of a batch re-run after a crash (its latest offsets
         # were never fetched in this run: a NullPointerException in KafkaMicroBatchStream.metrics), after
         # the batch itself was written and committed. Starting again goes on from there.
@@ -570,14 +369,5 @@ def _await(query: StreamingQuery, stop: threading.Event) -> Exception | None:
     return query.exception()
 
 
-def uncommitted_batch(checkpoint: Path) -> int | None:
-    """The batch a crash left planned but not committed (its offsets are logged, its commit is not):
-    the next start re-runs it from those offsets. None when every planned batch is committed."""
-    planned = sorted(int(e.name) for e in (checkpoint / "offsets").glob("[0-9]*") if e.name.isdigit())
-    if planned and not (checkpoint / "commits" / str(planned[-1])).exists():
-        return planned[-1]
-    return None
-
-
 def _all_locks(settings: Settings, source: str = "landing"):
-    return hold_all(settings, [stage.name for stage in stages(settings, source)], purpose="a continuous run")
+    return hold_all(settings, stages(settings, source).names, purpose="a continuous run")

@@ -1,0 +1,200 @@
+"""The pipeline's streams, by name: where each reads and which batch writer it runs.
+
+``source → bronze.events → silver.* → gold windows``, then the followers that read silver on their own
+(orders ⋈ payments, fraud alerts, distinct URLs, each when ``LAKEHOUSE_GOLD_OUTPUTS`` keeps it), and the
+reconcile stream over ``silver.late_events``. Each stage's name is also its checkpoint folder's, its
+lock's and its progress rows' ``stream``. The batch writers themselves are ``transforms``' plain
+functions; a stage only adds what the runtime knows (its checkpoint).
+"""
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+from pyspark.sql import DataFrame, SparkSession
+
+from runtime import checkpoints
+from runtime.checkpoints import (
+    FRAUD_STAGE,
+    KAFKA_STAGE,
+    LANDING_STAGE,
+    ORDER_PAYMENTS_STAGE,
+    RECONCILE_STAGE,
+    SILVER_STAGE,
+    UNIQUE_URLS_STAGE,
+    checkpoint_dir,
+    windows_stage_name,
+)
+from runtime.sources.kafka import land_kafka_messages, read_kafka
+from runtime.sources.landing import batch_has_glob_names, read_landing
+from transforms.bronze import land_lines
+from transforms.gold.tumbling import update_windows
+from transforms.joins import pair_orders_with_payments, record_order_payments
+from transforms.keyed_state import distinct_url_counts, fraud_alerts, write_fraud_alerts, write_unique_urls
+from transforms.reconcile import fold_late_events
+from transforms.silver import refine_events
+from warehouse.catalog import BRONZE_EVENTS, SILVER_EVENTS, SILVER_LATE_EVENTS, all_tables
+from warehouse.locks import GOLD_LOCK
+from warehouse.settings import Settings
+
+BatchFunction = Callable[[DataFrame, int, Settings, str], dict[str, float]]
+
+#: Where bronze's lines come from: the landing folder (the embedded default) or a Kafka topic.
+SOURCES = ("landing", "kafka")
+
+#: Delta sources admit whole commits in practice: a batch ending part-way through a commit would leave the
+#: gold stream unable to say which silver it reflects (and a split bronze commit could reorder arrivals).
+_DELTA_SOURCE_MAX_FILES = 1_000_000
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One arrow of the pipeline: where it reads, what it does with each micro-batch.
+
+    ``lock`` names a lock each batch holds while it runs (``gold`` for every read-modify-write of gold).
+    """
+
+    name: str
+    read: Callable[[SparkSession, Settings], DataFrame]
+    process: BatchFunction
+    lock: str | None = None
+    #: What it reads: ``landing``, ``kafka`` or the Delta table's name.
+    source: str = "landing"
+
+
+def _read_delta(table_name: str, stage_name: str) -> Callable[[SparkSession, Settings], DataFrame]:
+    def read(spark: SparkSession, settings: Settings) -> DataFrame:
+        table = {t.name: t for t in all_tables(settings)}[table_name]
+        # Both sources are append-only tables, so a plain Delta stream sees every row exactly once.
+        reader = spark.readStream.format("delta").option("maxFilesPerTrigger", _DELTA_SOURCE_MAX_FILES)
+        start = checkpoints.starting_version(settings.checkpoints_dir, stage_name)
+        if start is not None:
+            reader = reader.option("startingVersion", start)
+        return reader.load(str(table.path(settings)))
+
+    return read
+
+
+def _land_landing_lines(lines: DataFrame, batch_id: int, settings: Settings, writer_id: str) -> dict[str, float]:
+    reread = batch_has_glob_names(checkpoint_dir(settings, LANDING_STAGE), batch_id)
+    return land_lines(lines, batch_id, settings, writer_id, reread_positions=reread)
+
+
+def _land_kafka_messages(messages: DataFrame, batch_id: int, settings: Settings, writer_id: str) -> dict[str, float]:
+    return land_kafka_messages(messages, batch_id, settings, writer_id, checkpoint_dir(settings, KAFKA_STAGE))
+
+
+def source_stage(source: str) -> Stage:
+    """The arrow into bronze from ``source``; each source has its own stream and checkpoint."""
+    if source == "landing":
+        return Stage(LANDING_STAGE, read_landing, _land_landing_lines)
+    if source == "kafka":
+        return Stage(KAFKA_STAGE, read_kafka, _land_kafka_messages, source="kafka")
+    raise ValueError(f"the source must be one of {', '.join(SOURCES)}, got {source!r}")
+
+
+def _silver_stage() -> Stage:
+    return Stage(SILVER_STAGE, _read_delta(BRONZE_EVENTS.name, SILVER_STAGE), refine_events, source=BRONZE_EVENTS.name)
+
+
+def _windows_stage(settings: Settings) -> Stage:
+    name = windows_stage_name(settings)
+
+    def windows(df: DataFrame, batch_id: int, s: Settings, writer: str) -> dict[str, float]:
+        silver_version = checkpoints.completed_source_version(checkpoint_dir(s, name), batch_id)
+        return update_windows(df, batch_id, s, writer, name, silver_version)
+
+    return Stage(name, _read_delta(SILVER_EVENTS.name, name), windows, GOLD_LOCK, SILVER_EVENTS.name)
+
+
+def _read_order_payments(spark: SparkSession, settings: Settings) -> DataFrame:
+    """Orders ⋈ payments: two streaming reads of silver.events in one query, one per side of the join
+    (Spark would make a self-join of one read into two sources anyway), each side with its own watermark."""
+    read = _read_delta(SILVER_EVENTS.name, ORDER_PAYMENTS_STAGE)
+    return pair_orders_with_payments(read(spark, settings), read(spark, settings), settings)
+
+
+def _record_order_payments(pairs: DataFrame, batch_id: int, settings: Settings, writer_id: str) -> dict[str, float]:
+    watermark = checkpoints.batch_watermark(checkpoint_dir(settings, ORDER_PAYMENTS_STAGE), batch_id)
+    return record_order_payments(pairs, batch_id, settings, writer_id, watermark)
+
+
+def _keyed(
+    stage_name: str, operator: Callable[[DataFrame, Settings], DataFrame]
+) -> Callable[[SparkSession, Settings], DataFrame]:
+    """Read silver.events as a stream and apply a keyed stateful operator; the batches are its output."""
+    read_silver = _read_delta(SILVER_EVENTS.name, stage_name)
+    return lambda spark, settings: operator(read_silver(spark, settings), settings)
+
+
+def keyed_stages(settings: Settings) -> list[Stage]:
+    """Fraud alerts (first: low latency is their point), then distinct URLs, each when the home keeps it
+    (``LAKEHOUSE_GOLD_OUTPUTS``); neither touches the windows gold, so they take no gold lock (each table
+    has one writer, its stream)."""
+    keyed = []
+    if settings.keeps("fraud_alerts"):
+        keyed.append(
+            Stage(FRAUD_STAGE, _keyed(FRAUD_STAGE, fraud_alerts), write_fraud_alerts, source=SILVER_EVENTS.name)
+        )
+    if settings.keeps("unique_urls"):
+        keyed.append(
+            Stage(
+                UNIQUE_URLS_STAGE,
+                _keyed(UNIQUE_URLS_STAGE, distinct_url_counts),
+                write_unique_urls,
+                source=SILVER_EVENTS.name,
+            )
+        )
+    return keyed
+
+
+@dataclass(frozen=True)
+class Pipeline:
+    """The streams of one run, by role; iterating gives them in the order a cycle runs them."""
+
+    source: Stage
+    silver: Stage
+    windows: Stage
+    #: Streams over silver beside the windows: orders ⋈ payments, then the keyed streams (each when kept).
+    followers: tuple[Stage, ...]
+
+    @property
+    def downstream(self) -> tuple[Stage, ...]:
+        """Every stream after bronze."""
+        return (self.silver, self.windows, *self.followers)
+
+    def __iter__(self) -> Iterator[Stage]:
+        return iter((self.source, *self.downstream))
+
+    @property
+    def names(self) -> list[str]:
+        return [stage.name for stage in self]
+
+
+def stages(settings: Settings, source: str = "landing") -> Pipeline:
+    """The pipeline's streams: from ``source`` into bronze, then silver, then the gold windows, then the
+    followers over silver that ``LAKEHOUSE_GOLD_OUTPUTS`` keeps."""
+    followers = []
+    if settings.keeps("order_payments"):
+        followers.append(
+            Stage(ORDER_PAYMENTS_STAGE, _read_order_payments, _record_order_payments, source=SILVER_EVENTS.name)
+        )
+    followers.extend(keyed_stages(settings))
+    return Pipeline(source_stage(source), _silver_stage(), _windows_stage(settings), tuple(followers))
+
+
+def reconcile_stage(settings: Settings) -> Stage:
+    """Late events → gold: each batch of newly late events recomputes its windows from silver."""
+    return Stage(
+        RECONCILE_STAGE,
+        _read_delta(SILVER_LATE_EVENTS.name, RECONCILE_STAGE),
+        fold_late_events,
+        GOLD_LOCK,
+        SILVER_LATE_EVENTS.name,
+    )
+
+
+def stage_named(settings: Settings, name: str) -> Stage:
+    for stage in [*stages(settings), source_stage("kafka"), reconcile_stage(settings)]:
+        if stage.name == name:
+            return stage
+    raise KeyError(name)

@@ -1,0 +1,126 @@
+"""Gold changed → the outputs derived from the tumbling table, in one place.
+
+Every path that changes ``gold.user_spend_<n>m`` (a stream batch, an idle watermark advance, a reconcile of
+late events or of dates, a replay) describes its change as a :class:`GoldChange` and hands it here:
+
+- :func:`firings` are the change's firings log rows (``gold.user_spend_<n>m_firings``), written with the
+  change's own log under its transaction id. A stream batch writes them *before* its MERGE (they are
+  computed from the rows as they stood, which a re-run after the MERGE could no longer read);
+  reconciliation reads its change back from its own commit and writes them after.
+- :func:`propagate` brings the derived window tables in line once the tumbling table holds the change:
+  hopping windows (a roll-up of the tumbling panes), sessions (every event of a stream batch, and the
+  sessions the watermark closes) and global windows (every event of a stream batch). Each writes its own
+  table exactly once under ``<app_id>:<output>`` and the change's version. A replay rebuilds those
+  tables itself, so it takes only the firings.
+
+Outputs the home leaves out (``LAKEHOUSE_GOLD_OUTPUTS``) are skipped here, and nowhere else.
+"""
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from transforms.gold.firings import firing_rows, passed_windows
+from transforms.gold.global_windows import update_global_windows
+from transforms.gold.hopping import closing_windows, roll_up
+from transforms.gold.sessions import closing_sessions, update_sessions
+from warehouse.catalog import Table, firings_table
+from warehouse.settings import Settings
+
+#: The columns an empty batch of events has for the session step.
+_NO_EVENTS = "user_id string, window_start timestamp, window_end timestamp, event_time timestamp, amount decimal(18,2)"
+
+
+@dataclass(frozen=True)
+class GoldChange:
+    """One change of the tumbling table, as the outputs derived from it need to know it.
+
+    Time semantics: ``before`` and ``after`` are the event-time watermark before and after the change
+    (equal when it did not move: a reconcile); windows whose end it passed in between fire on time.
+    """
+
+    before: datetime | None
+    after: datetime | None
+    #: Processing time of the change (``updated_at``, ``fired_at``).
+    now: datetime
+    #: The change's transaction id: derived writes use ``<app_id>:<output>`` and ``version``.
+    app_id: str
+    version: int
+    #: The cause a hopping window changed by it records (``stream_update``, ``window_closed``, ``reconciliation``).
+    cause: str
+    #: gold.corrections-shaped rows of the tumbling keys the change wrote (first writes: revision 1); the
+    #: firings are made of them.
+    changed: DataFrame | None = None
+    #: The windows stream's batch that made it (None for idle advances, reconciliation, replay).
+    gold_batch: int | None = None
+    #: Tumbling keys (user_id, window_start) whose hopping windows to recompute; None: no roll-up.
+    panes: DataFrame | None = None
+    #: Every derived window the watermark ``closes_from`` closed is final already (None: search them all).
+    closes_from: datetime | None = None
+    #: The stream batch's events (sessions and global windows take each event once, late ones included).
+    events: DataFrame | None = None
+    #: Windows whose end the watermark passed since ``fired_since`` (default ``before``) fire on time even
+    #: when they did not change; without ``include_passed`` only the changed windows fire.
+    include_passed: bool = False
+    fired_since: datetime | None = None
+
+
+@dataclass(frozen=True)
+class Derived:
+    """How many rows of each derived window table a change moved."""
+
+    hopping: int = 0
+    sessions: int = 0
+    global_firings: int = 0
+
+
+def passed(spark: SparkSession, settings: Settings, change: GoldChange) -> DataFrame:
+    """Stored windows the change did not write whose end the watermark passed: their on-time firings."""
+    since = change.fired_since if change.fired_since is not None else change.before
+    return passed_windows(spark, settings, change.changed, since, change.after, change.now, change.gold_batch)
+
+
+def firings(spark: SparkSession, settings: Settings, change: GoldChange) -> list[tuple[DataFrame, Table]]:
+    """The change's firings (when the home keeps them), to append with its corrections."""
+    if not settings.keeps("firings"):
+        return []
+    fired = change.changed.withColumn("changed", F.lit(True))
+    if change.include_passed:
+        fired = fired.unionByName(passed(spark, settings, change))
+    since = change.fired_since if change.fired_since is not None else change.before
+    return [(firing_rows(fired, settings, since, change.after), firings_table(settings))]
+
+
+def closures_pending(
+    spark: SparkSession, settings: Settings, watermark: datetime, open_after: datetime | None
+) -> tuple[int, int]:
+    """(hopping windows, sessions) not final yet that ``watermark`` would close (kept outputs only)."""
+    hops = closing_windows(spark, settings, watermark, open_after).count() if settings.keeps("hopping") else 0
+    sessions = closing_sessions(spark, settings, watermark, open_after).count() if settings.keeps("sessions") else 0
+    return hops, sessions
+
+
+def propagate(spark: SparkSession, settings: Settings, change: GoldChange) -> Derived:
+    """Bring the derived window tables in line with a change the tumbling table now holds.
+
+    One after the other: run side by side, their joins' broadcasts could together exhaust a small driver.
+    """
+    hops = sessions = global_fired = 0
+    if settings.keeps("hopping") and change.panes is not None:
+        hops = roll_up(
+            spark, settings, change.panes, change.after, change.now, change.cause, f"{change.app_id}:hops",
+            change.version, change.gold_batch, change.closes_from,
+        )  # fmt: skip
+    if settings.keeps("global") and change.events is not None:
+        global_fired = update_global_windows(
+            spark, settings, change.events, change.now, f"{change.app_id}:global", change.version
+        )
+    if settings.keeps("sessions") and (change.events is not None or change.after != change.before):
+        events = change.events if change.events is not None else spark.createDataFrame([], _NO_EVENTS)
+        sessions = update_sessions(
+            spark, settings, events, change.before, change.after, change.now, f"{change.app_id}:sessions",
+            change.version, change.gold_batch,
+        )  # fmt: skip
+    return Derived(hops, sessions, global_fired)
