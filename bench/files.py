@@ -128,7 +128,7 @@ def main() -> None:
         "rate": args.rate,
         "minutes": args.minutes,
         "maintain_every_minutes": args.maintain_every,
-        "vacuum_retention_hours": settings.vacuum_retention_hours,
+        "vacuum_retention_hours": settings.schedules.vacuum_retention_hours,
         "all_bounded": all(t["bounded"] for t in per_table.values()),
         "tables": per_table,
         "maintenances": [{k: v for k, v in m.items() if k != "tables"} for m in maintenances],

@@ -105,7 +105,7 @@ def _streams_running(home: Path) -> bool:
     from warehouse.locks import lock_holder
 
     settings = Settings.from_env({"LAKEHOUSE_HOME": str(home)})
-    names = ("bronze_events", "silver_events", f"gold_user_spend_{settings.window_minutes}m")
+    names = ("bronze_events", "silver_events", f"gold_user_spend_{settings.windows.minutes}m")
     return all(lock_holder(settings, name) for name in names) and (settings.home / "tables" / "gold").is_dir()
 
 

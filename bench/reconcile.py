@@ -44,7 +44,7 @@ def late_lines(settings: Settings, users: int, count: int, seed: int) -> list[st
     """``count`` events for windows the watermark closed long ago (the last six hours before it)."""
     marks = DeltaTable(str(OPS_WATERMARKS.path(settings))).to_pyarrow_table(columns=["watermark"])
     watermark = max(m for m in marks.column("watermark").to_pylist() if m is not None)
-    closed_before = watermark - timedelta(seconds=settings.allowed_lateness_seconds + 60 * settings.window_minutes)
+    closed_before = watermark - settings.windows.allowed_lateness - settings.windows.length
     rng = random.Random(seed)
     lines = []
     for n in range(count):

@@ -12,9 +12,8 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table as RichTable
 
+from cli import render
 from warehouse.settings import Settings
 
 app = typer.Typer(
@@ -157,9 +156,7 @@ def generate(
     if to == "kafka":
         from runtime.sources.kafka_client import produce_lines
 
-        with Progress(
-            TextColumn("sending"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=console
-        ) as progress:
+        with render.count_progress(console, "sending") as progress:
             task = progress.add_task("messages", total=len(lines))
             sent = produce_lines(settings, lines, send_rate, lambda n: progress.advance(task, n))
         console.print(
@@ -168,9 +165,7 @@ def generate(
         )
         return
     per_file = -(-len(lines) // files) if lines else 0
-    with Progress(
-        TextColumn("generating"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=console
-    ) as progress:
+    with render.count_progress(console, "generating") as progress:
         task = progress.add_task("lines", total=len(lines))
         for number in range(files):
             chunk = lines[number * per_file : (number + 1) * per_file]
@@ -207,7 +202,7 @@ def run(
     from warehouse.session import spark_session
 
     settings = _settings()
-    source = source or settings.source
+    source = source or settings.streams.source
     source_stage(source)  # an unknown source stops here, before Spark starts
     ensure_free(settings, [stage.name for stage in stages(settings, source)])
     if source == "kafka":
@@ -222,16 +217,12 @@ def run(
     else:
         console.print(
             f"running continuously from {source} (bronze, silver, gold in back-to-back cycles; idle checks every "
-            f"{settings.trigger_interval_seconds}s); Ctrl-C or SIGTERM stops cleanly"
+            f"{settings.streams.trigger_interval_seconds}s); Ctrl-C or SIGTERM stops cleanly"
         )
         reports = run_continuous(
             spark, settings, source=source, on_notice=lambda line: sys.stderr.write(f"lakehouse: {line}\n")
         )
-    table = RichTable("stream", "batches", "seconds", "figures", title="run")
-    for report in reports:
-        figures = ", ".join(f"{k}={v:,.0f}" for k, v in report.figures.items() if k != "watermark")
-        table.add_row(report.name, str(report.batches), f"{report.seconds:.1f}", figures)
-    console.print(table)
+    console.print(render.reports_table(reports, "run", heading="stream"))
 
 
 @app.command()
@@ -254,14 +245,17 @@ def status(
     if watch is None:
         watch = console.is_terminal
     if not watch:
-        console.print(_status_table(pipeline_status(settings)), width=max(console.width, 132))
+        console.print(render.status_view(pipeline_status(settings), console.width, console))
         return
     from rich.live import Live
 
-    with Live(_status_table(pipeline_status(settings)), console=console, refresh_per_second=4) as live:
+    def view() -> Any:
+        return render.status_view(pipeline_status(settings), console.width, console)
+
+    with Live(view(), console=console, refresh_per_second=4) as live:
         while True:
             time.sleep(max(interval, 0.2))
-            live.update(_status_table(pipeline_status(settings)))
+            live.update(view())
 
 
 @app.command()
@@ -282,64 +276,10 @@ def maintain(
     if as_json:
         sys.stdout.write(json.dumps([r.to_json() for r in results], indent=2) + "\n")
         return
-    table = RichTable("table", "live files", "files on disk", "seconds", title="maintenance")
-    for r in results:
-        seconds = r.optimize_seconds + r.vacuum_seconds + r.checkpoint_seconds
-        table.add_row(
-            r.table,
-            f"{r.live_files_before:,} → {r.live_files_after:,}",
-            f"{r.files_on_disk_before:,} → {r.files_on_disk_after:,}",
-            f"{seconds:.1f}",
-        )
-    console.print(table)
-    console.print(f"VACUUM kept files unreferenced for less than {settings.vacuum_retention_hours} h", highlight=False)
-
-
-def _ago(instant: str | None) -> str:
-    if not instant:
-        return "never"
-    seconds = max(0.0, time.time() - datetime.fromisoformat(instant).timestamp())
-    return (
-        f"{seconds:.0f}s ago"
-        if seconds < 120
-        else f"{seconds / 60:.0f}m ago"
-        if seconds < 7200
-        else f"{seconds / 3600:.0f}h ago"
+    console.print(render.maintenance_table(results))
+    console.print(
+        f"VACUUM kept files unreferenced for less than {settings.schedules.vacuum_retention_hours} h", highlight=False
     )
-
-
-def _status_table(streams: list) -> RichTable:
-    table = RichTable(title=f"streams · {datetime.now().astimezone():%H:%M:%S}")
-    for column in ("stream", "state", "backlog (lag)", "last batch", "rows", "rows/s", "batch s", "watermark"):
-        table.add_column(column, no_wrap=True)
-    for stream in streams:
-        last = stream.last_batch or {}
-        backlog = (
-            f"{stream.backlog:,} {stream.backlog_unit} ({stream.lag_seconds:,.0f}s)"
-            if stream.backlog
-            else "[dim]none[/]"
-        )
-        table.add_row(
-            stream.stream,
-            "[green]running[/]" if stream.running else "[dim]stopped[/]",
-            backlog,
-            f"#{last['batch_id']} {_ago(last.get('recorded_at'))}" if last else "never",
-            f"{last.get('rows_in', 0):,}" if last else "",
-            f"{last.get('processed_rows_per_second', 0):,.0f}" if last else "",
-            f"{last.get('batch_seconds', 0):.1f}" if last else "",
-            (last.get("watermark") or "")[5:16].replace("T", " ") if last else "",
-        )
-    return table
-
-
-def _print_reports(reports: list, title: str) -> None:
-    table = RichTable("step", "batches", "seconds", "figures", title=title)
-    for report in reports:
-        # The seconds column already says how long the step took.
-        shown = {k: v for k, v in report.figures.items() if k not in ("watermark", "seconds")}
-        figures = ", ".join(f"{k}={v:,.0f}" for k, v in shown.items())
-        table.add_row(report.name, str(report.batches), f"{report.seconds:.1f}", figures or "nothing new")
-    console.print(table)
 
 
 def _date_range(first: datetime | None, last: datetime | None, dates: list[datetime]) -> list:
@@ -390,7 +330,7 @@ def reconcile(
         spark = spark_session(settings)
     with console.status("reconciling gold with silver"):
         reports = run_reconcile(spark, settings, dates)
-    _print_reports(reports, "reconcile")
+    console.print(render.reports_table(reports, "reconcile"))
 
 
 @app.command()
@@ -408,21 +348,14 @@ def replay(
     ] = "bronze",
 ) -> None:
     """Rebuild silver, gold and ops tables from bronze with the same streams, then swap them in (Kappa)."""
-    from rich.progress import TaskProgressColumn
-
     from runtime.checkpoints import KAFKA_STAGE, SILVER_STAGE
-    from runtime.replay import REPLAY_SOURCES, run_replay
+    from runtime.replay import check_replay_arguments, run_replay
     from warehouse.catalog import BRONZE_EVENTS
     from warehouse.inspect import table_state
     from warehouse.session import spark_session
 
+    check_replay_arguments(source, from_version)  # one line (the wrapper's), before Spark starts
     settings = _settings()
-    if source not in REPLAY_SOURCES:
-        raise typer.BadParameter(f"--source must be one of {', '.join(REPLAY_SOURCES)}, got {source!r}")
-    if from_version is not None and from_version < 0:
-        raise typer.BadParameter("--from-version must be a bronze version (0 or more)")
-    if from_version is not None and source == "kafka":
-        raise typer.BadParameter("--from-version is for a replay from bronze; --source kafka re-reads the whole topic")
     total = table_state(settings, BRONZE_EVENTS).rows
     if source == "kafka":
         from runtime.sources.kafka_client import check_reachable, topics
@@ -433,14 +366,7 @@ def replay(
     with console.status("starting Spark"):
         spark = spark_session(settings)
     started = time.monotonic()
-    with Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        TaskProgressColumn(),
-        TextColumn("{task.completed:,.0f} lines · {task.fields[rate]:,.0f} lines/s"),
-        TimeElapsedColumn(),
-        console=console,
-    ) as progress:
+    with render.lines_progress(console) as progress:
         first = "re-reading Kafka" if source == "kafka" else "replaying bronze"
         task = progress.add_task(first, total=total or None, rate=0.0)
         counted = KAFKA_STAGE if source == "kafka" else SILVER_STAGE
@@ -454,17 +380,7 @@ def replay(
                 progress.update(task, description=f"replaying {report.name}")
 
         result = run_replay(spark, settings, from_version, advance, source)
-    _print_reports(result.streams, "replay")
-    if result.kafka_offsets:
-        ranges = ", ".join(f"{p}: {a:,}..{b - 1:,}" for p, (a, b) in sorted(result.kafka_offsets.items()))
-        console.print(f"re-read topic {settings.kafka.topic} (partition: offsets) {ranges}", highlight=False)
-    swapped = ", ".join(f"{name}={rows:,}" for name, rows in result.rows_swapped.items())
-    console.print(f"swapped in one commit each: {swapped}", highlight=False)
-    console.print(
-        f"gold keys changed by the replay: {result.gold_keys_changed:,} (logged as cause=replay); "
-        f"{result.seconds:.1f}s",
-        highlight=False,
-    )
+    render.print_replay(console, result, settings.kafka.topic)
 
 
 @app.command()
@@ -493,33 +409,11 @@ def validate(
     if as_json:
         sys.stdout.write(json.dumps(summary, indent=2, default=str) + "\n")
     else:
-        _print_validation(summary)
+        render.print_validation(console, summary)
     if run.blocking_failed:
         failed = ", ".join(f"{s['suite']} ({s['blocking_failed']})" for s in summary["suites"] if s["blocking_failed"])
         sys.stderr.write(f"lakehouse: blocking data-quality expectations failed: {failed}; see {run.report_path}\n")
         raise typer.Exit(1)
-
-
-_VERDICT_STYLE = {"passed": "green", "failed": "bold red", "warning": "yellow", "skipped": "dim"}
-
-
-def _print_validation(summary: dict) -> None:
-    table = RichTable("suite", "verdict", "expectations", "worst offenders", title="data quality")
-    for entry in summary["suites"]:
-        verdict = entry["verdict"]
-        counts = (
-            f"{entry['expectations_evaluated'] - entry['expectations_failed']}/{entry['expectations_evaluated']} held"
-        )
-        if entry["skipped"]:
-            offenders = entry["skipped"]
-        elif entry["failed_expectations"]:
-            failed = "; ".join(f["description"] for f in entry["failed_expectations"])
-            offenders = "\n".join([f"{failed} ({entry['unexpected_count']:,} rows)", *entry["worst_offenders"]])
-        else:
-            offenders = ""
-        table.add_row(entry["suite"], f"[{_VERDICT_STYLE[verdict]}]{verdict}[/]", counts, offenders)
-    console.print(table)
-    console.print(f"report: {summary['report']}", highlight=False, soft_wrap=True)
 
 
 @app.command()
@@ -534,24 +428,7 @@ def tables(
     if as_json:
         sys.stdout.write(json.dumps([s.as_json() for s in states], indent=2) + "\n")
         return
-    home = _settings().home
-    paths = [Path(s.path) for s in states]
-    shown = [str(p.relative_to(home)) if p.is_relative_to(home) else str(p) for p in paths]
-    table = RichTable(title="catalog", caption=f"paths under {home}")
-    # Paths relative to the home and never broken, so an 80-column terminal shows each whole (names fold).
-    table.add_column("name", overflow="fold")
-    for column in ("layer", "version", "rows"):
-        table.add_column(column)
-    table.add_column("path", no_wrap=True, min_width=max(map(len, shown)))
-    for state, path in zip(states, shown, strict=True):
-        table.add_row(
-            state.table.name,
-            state.table.layer,
-            "-" if state.version is None else str(state.version),
-            "-" if state.rows is None else str(state.rows),
-            path,
-        )
-    console.print(table)
+    console.print(render.catalog_table(states, _settings().home, console.width, console))
 
 
 def _missing(settings: Settings, table: Any) -> str:
@@ -576,66 +453,6 @@ def _catalog_table(settings: Settings, name: str) -> Any:
         raise ValueError(error.args[0]) from None
 
 
-def _utc(moment: datetime) -> str:
-    """``2024-01-01 10:00:00`` in UTC, with milliseconds or microseconds only when there are any."""
-    from datetime import UTC
-
-    moment = moment.astimezone(UTC) if moment.tzinfo else moment
-    text = moment.strftime("%Y-%m-%d %H:%M:%S")
-    if moment.microsecond % 1000:
-        return f"{text}.{moment.microsecond:06d}"
-    return f"{text}.{moment.microsecond // 1000:03d}" if moment.microsecond else text
-
-
-def _cell(value: Any) -> Any:
-    """A value as printed: times in UTC (``2024-01-01 10:00:00``), exact decimals, ``null`` dimmed."""
-    from datetime import date
-    from decimal import Decimal
-
-    from rich.text import Text
-
-    if value is None:
-        return Text("null", style="dim")
-    if isinstance(value, datetime):
-        return Text(_utc(value))
-    if isinstance(value, date):
-        return Text(value.isoformat())
-    if isinstance(value, Decimal):
-        return Text(format(value, "f"))
-    if isinstance(value, bool):
-        return Text(str(value).lower())
-    return Text(str(value))
-
-
-def _print_records(columns: list[str], rows: list[list[Any]], fold: frozenset[str] = frozenset()) -> None:
-    """Rows as a table when every value (but those in ``fold``) fits the terminal whole, else one block per row.
-
-    No value is ever cut: key and time columns never wrap in the table, and a table too wide for the terminal
-    becomes a vertical listing (``column  value`` per line) where long values fold onto further lines.
-    """
-    from rich.cells import cell_len
-    from rich.text import Text
-
-    widths = [max([cell_len(c), *(row[i].cell_len for row in rows)]) for i, c in enumerate(columns)]
-    needed = sum(min(w, 12) if c in fold else w for c, w in zip(columns, widths, strict=True))
-    if needed + 3 * len(columns) + 1 <= console.width:
-        view = RichTable(highlight=False)
-        for column in columns:
-            view.add_column(column, no_wrap=column not in fold, overflow="fold")
-        for row in rows:
-            view.add_row(*row)
-        console.print(view)
-        return
-    for number, row in enumerate(rows, 1):
-        console.rule(Text(f"row {number}"), align="left", style="dim")
-        record = RichTable.grid(padding=(0, 2))
-        record.add_column(no_wrap=True, style="bold")
-        record.add_column(overflow="fold")
-        for column, value in zip(columns, row, strict=True):
-            record.add_row(Text(column), value)
-        console.print(record)
-
-
 @app.command()
 @_fails_in_one_line
 def show(
@@ -652,8 +469,6 @@ def show(
     ] = None,
 ) -> None:
     """Print a table's rows sorted by its key (arrival order when it has none); --as-of reads an older version."""
-    from rich.text import Text
-
     from warehouse.inspect import ARRIVAL_ORDER, parse_as_of, read_snapshot
 
     if limit < 0:
@@ -663,35 +478,9 @@ def show(
     table = _catalog_table(settings, table_name)
     snapshot = read_snapshot(settings, table, limit, target)
     if snapshot is None:
-        console.print(Text(_missing(settings, table)))
+        console.print(_missing(settings, table), markup=False, highlight=False)
         return
-    latest = "latest" if snapshot.version == snapshot.latest_version else f"latest is {snapshot.latest_version}"
-    committed = "" if snapshot.committed_at is None else f", committed {_utc(snapshot.committed_at)} UTC"
-    console.print(Text(f"{table.name} at version {snapshot.version} ({latest}){committed}"))
-    _print_records(snapshot.columns, [[_cell(v) for v in row] for row in snapshot.rows])
-    if snapshot.by_key:
-        order = f"sorted by key {', '.join(snapshot.order_by)}"
-    else:
-        arrival = [c for c in snapshot.order_by if c in ARRIVAL_ORDER]
-        order = f"sorted by {', '.join(arrival)}, then the other columns" if arrival else "sorted by every column"
-    console.print(Text(f"{len(snapshot.rows):,} of {snapshot.total_rows:,} rows shown, {order}; times are UTC"))
-
-
-def _commit_time(moment: datetime | None) -> Any:
-    """A commit's time in UTC, always to the millisecond (Delta's precision), so the column lines up."""
-    from rich.text import Text
-
-    if moment is None:
-        return _cell(None)
-    return Text(f"{_utc(moment.replace(microsecond=0))}.{moment.microsecond // 1000:03d}")
-
-
-def _rows_text(rows: dict[str, int]) -> Any:
-    from rich.text import Text
-
-    if not rows:
-        return Text("-", style="dim")
-    return Text(", ".join(f"{n:,} {label}" for label, n in rows.items() if n) or "0")
+    render.print_snapshot(console, snapshot, ARRIVAL_ORDER)
 
 
 @app.command()
@@ -702,8 +491,6 @@ def history(
     as_json: Annotated[bool, typer.Option("--json", help="Print only a JSON array, one object per commit.")] = False,
 ) -> None:
     """The table's Delta commits, newest first: version, time (UTC), operation and rows written or changed."""
-    from rich.text import Text
-
     from warehouse.inspect import table_history
 
     if limit < 1:
@@ -715,22 +502,9 @@ def history(
         sys.stdout.write(json.dumps([c.as_json() for c in commits or []], indent=2) + "\n")
         return
     if commits is None:
-        console.print(Text(_missing(settings, table)))
+        console.print(_missing(settings, table), markup=False, highlight=False)
         return
-    rows = [
-        [
-            Text(str(c.version)),
-            _commit_time(c.timestamp),
-            Text(f"{c.operation} (overwrite)" if c.parameters.get("mode") == "Overwrite" else c.operation),
-            _rows_text(c.rows),
-        ]
-        for c in commits
-    ]
-    console.print(Text(f"{table.name}: Delta commits, newest first"))
-    _print_records(["version", "time (UTC)", "operation", "rows"], rows, fold=frozenset({"rows"}))
-    newest = commits[0].version
-    if len(commits) == limit and commits[-1].version > 0:
-        console.print(Text(f"the {len(commits)} newest of {newest + 1} versions; --limit shows more"))
+    render.print_history(console, table.name, commits, limit)
 
 
 kafka_app = typer.Typer(
@@ -782,41 +556,13 @@ def kafka_status(
     pid = broker_pid(settings)
     try:
         states = topics(settings, timeout=5)
-        reachable = True
     except Exception:
-        states, reachable = [], False
-    report = {
-        "bootstrap_servers": settings.kafka.bootstrap_servers,
-        "broker": "local" if pid else ("external" if reachable else "down"),
-        "pid": pid,
-        "reachable": reachable,
-        "topic": settings.kafka.topic,
-        "options": settings.kafka.redacted,
-        "topics": [
-            {
-                "name": state.name,
-                "messages": state.messages,
-                "partitions": [
-                    {"partition": p.partition, "earliest": p.earliest, "end": p.latest} for p in state.partitions
-                ],
-            }
-            for state in states
-        ],
-    }
+        states = None  # nothing answers
+    report = render.kafka_report(settings.kafka, pid, states)
     if as_json:
         sys.stdout.write(json.dumps(report, indent=2) + "\n")
         return
-    where = {"local": f"this home's broker (pid {pid})", "external": "an external broker", "down": "nothing answers"}
-    console.print(f"{settings.kafka.bootstrap_servers}: {where[report['broker']]}", highlight=False)
-    if not reachable:
-        console.print("`lakehouse kafka up` starts the local broker", highlight=False)
-        return
-    table = RichTable("topic", "partition", "earliest", "end", "messages", title="Kafka")
-    for state in states:
-        for p in state.partitions:
-            retained = p.latest - p.earliest
-            table.add_row(state.name, str(p.partition), f"{p.earliest:,}", f"{p.latest:,}", f"{retained:,}")
-    console.print(table)
+    render.print_kafka_status(console, report)
 
 
 def main() -> None:

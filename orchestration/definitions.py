@@ -1,19 +1,32 @@
-"""The Dagster code location: every domain's definitions merged, one Spark session per run process."""
+"""The Dagster code location: the settings read once, every domain's definitions built from them and merged,
+one Spark session per run process."""
+
+from collections.abc import Iterable
+from types import ModuleType
 
 import dagster as dg
 
 from orchestration import kafka, maintenance, pipeline, quality, reconcile
 from orchestration.resources import lakehouse_resources
+from warehouse.settings import Settings
 
-defs = dg.Definitions.merge(
-    pipeline.defs,
-    reconcile.defs,
-    quality.defs,
-    maintenance.defs,
-    kafka.defs,
-    dg.Definitions(
-        resources=lakehouse_resources(dg.EnvVar("LAKEHOUSE_HOME").get_value()),
-        # One process per run: Spark's session (and its JVM) is built once and shared by every step.
-        executor=dg.in_process_executor,
-    ),
-)
+#: Every domain module; each builds its definitions with ``build_defs(settings) -> dg.Definitions``.
+DOMAINS: tuple[ModuleType, ...] = (pipeline, reconcile, quality, maintenance, kafka)
+
+
+def build_defs(settings: Settings, domains: Iterable[ModuleType] = DOMAINS) -> dg.Definitions:
+    """The domains' definitions built from ``settings``, with resources on the same settings."""
+    return dg.Definitions.merge(
+        *(domain.build_defs(settings) for domain in domains),
+        dg.Definitions(
+            resources=lakehouse_resources(settings),
+            # One process per run: Spark's session (and its JVM) is built once and shared by every step.
+            executor=dg.in_process_executor,
+        ),
+    )
+
+
+#: The one place the code location reads ``LAKEHOUSE_*``: assets, schedules, sensors and resources all
+#: follow from these settings.
+SETTINGS = Settings.from_env()
+defs = build_defs(SETTINGS)

@@ -3,11 +3,12 @@
 Continuous runs leave small files in every table each batch; this asset keeps their number bounded. It
 runs ``warehouse.maintenance.maintain_tables`` (the same as ``lakehouse maintain``) over every catalog table
 and records each table's live file count before and after, so the UI plots how it grows and shrinks.
+``build_defs(settings)`` builds the asset, its job and its schedule from the code location's one ``Settings``.
 """
 
 import dagster as dg
 
-from orchestration.pipeline import GOLD, asset_key
+from orchestration.pipeline import asset_key
 from orchestration.resources import LakehouseResource
 from warehouse.catalog import (
     BRONZE_EVENTS,
@@ -16,71 +17,82 @@ from warehouse.catalog import (
     SILVER_EVENTS,
     SILVER_LATE_EVENTS,
     SILVER_QUARANTINE,
+    Table,
     all_tables,
+    user_spend_table,
 )
 from warehouse.maintenance import maintain_tables
 from warehouse.settings import Settings
 
-SETTINGS = Settings.from_env()
-#: The tables that are Dagster assets; ops tables are maintained too but have no asset of their own.
-_ASSET_TABLES = {
-    t.name: t
-    for t in (
-        BRONZE_EVENTS,
-        SILVER_EVENTS,
-        SILVER_QUARANTINE,
-        SILVER_DUPLICATES,
-        SILVER_LATE_EVENTS,
-        GOLD,
-        GOLD_CORRECTIONS,
-    )
-}
 
-
-@dg.asset(
-    key=["maintenance", "tables"],
-    group_name="maintenance",
-    deps=[asset_key(t) for t in _ASSET_TABLES.values()],
-    kinds={"delta", "spark"},
-    pool="lakehouse_gold",
-)
-def table_maintenance(context: dg.AssetExecutionContext, lakehouse: LakehouseResource) -> dg.MaterializeResult:
-    """OPTIMIZE every table (gold Z-ordered by user_id), VACUUM unreferenced files, checkpoint the logs."""
-    settings = lakehouse.settings()
-    results = maintain_tables(lakehouse.spark(), settings, all_tables(settings))
-    for result in results:
-        context.log.info(
-            f"{result.table}: live files {result.live_files_before} → {result.live_files_after}, "
-            f"files on disk {result.files_on_disk_before} → {result.files_on_disk_after}"
+def asset_tables(settings: Settings) -> dict[str, Table]:
+    """The tables that are Dagster assets, by name; ops tables are maintained too but have no asset of their own."""
+    return {
+        t.name: t
+        for t in (
+            BRONZE_EVENTS,
+            SILVER_EVENTS,
+            SILVER_QUARANTINE,
+            SILVER_DUPLICATES,
+            SILVER_LATE_EVENTS,
+            user_spend_table(settings),
+            GOLD_CORRECTIONS,
         )
-        if result.table in _ASSET_TABLES:
-            context.log_event(
-                dg.AssetObservation(
-                    asset_key=asset_key(_ASSET_TABLES[result.table]),
-                    metadata={"live_files": result.live_files_after, "files_on_disk": result.files_on_disk_after},
-                )
-            )
-    metadata: dict[str, dg.RawMetadataValue] = {
-        "tables": len(results),
-        "live_files_before": sum(r.live_files_before for r in results),
-        "live_files_after": sum(r.live_files_after for r in results),
-        "files_deleted": sum(r.files_on_disk_before - r.files_on_disk_after for r in results),
-        "seconds": round(sum(r.optimize_seconds + r.vacuum_seconds + r.checkpoint_seconds for r in results), 3),
-        "per_table": dg.MetadataValue.json([r.to_json() for r in results]),
     }
-    return dg.MaterializeResult(metadata=metadata)
 
 
-maintenance_job = dg.define_asset_job(
-    "maintenance", selection=[table_maintenance], description="Compact, vacuum and checkpoint every table."
-)
+def maintenance_asset(settings: Settings) -> dg.AssetsDefinition:
+    """``maintenance/tables``, downstream of every table asset of these settings."""
+    observed = asset_tables(settings)
 
-maintenance_schedule = dg.ScheduleDefinition(
-    job=maintenance_job,
-    cron_schedule=SETTINGS.maintenance_cron,
-    execution_timezone="UTC",
-    default_status=dg.DefaultScheduleStatus.STOPPED,
-    description=f"Table maintenance ({SETTINGS.maintenance_cron} UTC; LAKEHOUSE_MAINTENANCE_CRON).",
-)
+    @dg.asset(
+        key=["maintenance", "tables"],
+        group_name="maintenance",
+        deps=[asset_key(t) for t in observed.values()],
+        kinds={"delta", "spark"},
+        pool="lakehouse_gold",
+    )
+    def table_maintenance(context: dg.AssetExecutionContext, lakehouse: LakehouseResource) -> dg.MaterializeResult:
+        """OPTIMIZE every table (gold Z-ordered by user_id), VACUUM unreferenced files, checkpoint the logs."""
+        settings = lakehouse.settings()
+        results = maintain_tables(lakehouse.spark(), settings, all_tables(settings))
+        for result in results:
+            context.log.info(
+                f"{result.table}: live files {result.live_files_before} → {result.live_files_after}, "
+                f"files on disk {result.files_on_disk_before} → {result.files_on_disk_after}"
+            )
+            if result.table in observed:
+                context.log_event(
+                    dg.AssetObservation(
+                        asset_key=asset_key(observed[result.table]),
+                        metadata={"live_files": result.live_files_after, "files_on_disk": result.files_on_disk_after},
+                    )
+                )
+        metadata: dict[str, dg.RawMetadataValue] = {
+            "tables": len(results),
+            "live_files_before": sum(r.live_files_before for r in results),
+            "live_files_after": sum(r.live_files_after for r in results),
+            "files_deleted": sum(r.files_on_disk_before - r.files_on_disk_after for r in results),
+            "seconds": round(sum(r.optimize_seconds + r.vacuum_seconds + r.checkpoint_seconds for r in results), 3),
+            "per_table": dg.MetadataValue.json([r.to_json() for r in results]),
+        }
+        return dg.MaterializeResult(metadata=metadata)
 
-defs = dg.Definitions(assets=[table_maintenance], jobs=[maintenance_job], schedules=[maintenance_schedule])
+    return table_maintenance
+
+
+def build_defs(settings: Settings) -> dg.Definitions:
+    """The maintenance asset, its job, and its schedule on the settings' cron."""
+    table_maintenance = maintenance_asset(settings)
+    maintenance_job = dg.define_asset_job(
+        "maintenance", selection=[table_maintenance], description="Compact, vacuum and checkpoint every table."
+    )
+    maintenance_cron = settings.schedules.maintenance_cron
+    maintenance_schedule = dg.ScheduleDefinition(
+        job=maintenance_job,
+        cron_schedule=maintenance_cron,
+        execution_timezone="UTC",
+        default_status=dg.DefaultScheduleStatus.STOPPED,
+        description=f"Table maintenance ({maintenance_cron} UTC; LAKEHOUSE_MAINTENANCE_CRON).",
+    )
+    return dg.Definitions(assets=[table_maintenance], jobs=[maintenance_job], schedules=[maintenance_schedule])

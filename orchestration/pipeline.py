@@ -1,9 +1,12 @@
 """The streams as Dagster assets, their job, and the landing sensor that runs them when files arrive.
 
-Each materialization runs one stream with availableNow. Asset keys carry the layer (``bronze/events``,
-``silver/events``, ``gold/user_spend_5m``, …); each materialization records the stream's figures under
-stable metadata keys so the UI plots them over time.
+``build_defs(settings)`` builds them from the code location's one ``Settings``: which optional gold outputs
+are assets, the gold tables' names, bronze's default source. Each materialization runs one stream with
+availableNow. Asset keys carry the layer (``bronze/events``, ``silver/events``, ``gold/user_spend_5m``, …);
+each materialization records the stream's figures under stable metadata keys so the UI plots them over time.
 """
+
+from typing import TYPE_CHECKING
 
 import dagster as dg
 
@@ -31,12 +34,11 @@ from warehouse.catalog import (
 from warehouse.inspect import table_state
 from warehouse.settings import Settings
 
-SETTINGS = Settings.from_env()
-GOLD = user_spend_table(SETTINGS)
-HOPPING = hopping_spend_table(SETTINGS)
-SESSIONS = user_sessions_table(SETTINGS)
-GLOBAL = user_spend_global_table(SETTINGS)
-FIRINGS = firings_table(SETTINGS)
+if TYPE_CHECKING:
+    from dagster._core.definitions.unresolved_asset_job_definition import UnresolvedAssetJobDefinition
+
+#: The job that runs every stream once; the Kafka sensor requests it by name.
+STREAMS_JOB = "lakehouse_once"
 
 
 def asset_key(table: Table) -> dg.AssetKey:
@@ -97,30 +99,34 @@ def _run(lakehouse: LakehouseResource, stage_name: str, settings: Settings | Non
     return run_stage_once(spark, settings, stage_named(settings, stage_name))
 
 
-GOLD_STAGE = stages(SETTINGS).windows.name
+def bronze_asset(settings: Settings) -> dg.AssetsDefinition:
+    """``bronze/events``, whose run config defaults to the settings' source."""
 
+    class BronzeConfig(dg.Config):
+        """Where this run's bronze reads: ``landing`` (the folder) or ``kafka`` (the topic of the ``kafka``
+        resource). Default: ``LAKEHOUSE_SOURCE``."""
 
-class BronzeConfig(dg.Config):
-    """Where this run's bronze reads: ``landing`` (the folder) or ``kafka`` (the topic of the ``kafka``
-    resource). Default: ``LAKEHOUSE_SOURCE``."""
+        source: str = settings.streams.source
 
-    source: str = SETTINGS.source
+    @dg.multi_asset(specs=[spec(BRONZE_EVENTS)], name="land_raw_events", pool="lakehouse_bronze")
+    def bronze_events(
+        context: dg.AssetExecutionContext,
+        config: BronzeConfig,
+        lakehouse: LakehouseResource,
+        kafka: KafkaSourceResource,
+    ) -> dg.MaterializeResult:
+        """Append every new line of the source (landing files or Kafka messages) to bronze.events (availableNow)."""
+        settings = kafka.apply(lakehouse.settings())
+        stage = source_stage(config.source)
+        report = _run(lakehouse, stage.name, settings)
+        context.log.info(f"bronze from {config.source}: {report.figures}")
+        figures = {"rows_in": "rows_in", "rows_written": "rows_written"}
+        if config.source == "kafka":
+            # The lag the last batch left, per partition: the UI plots each key over time.
+            figures |= {key: key for key in report.figures if key.startswith("kafka_lag")}
+        return _materialization(lakehouse, BRONZE_EVENTS, report, figures, settings)
 
-
-@dg.multi_asset(specs=[spec(BRONZE_EVENTS)], name="land_raw_events", pool="lakehouse_bronze")
-def bronze_events(
-    context: dg.AssetExecutionContext, config: BronzeConfig, lakehouse: LakehouseResource, kafka: KafkaSourceResource
-) -> dg.MaterializeResult:
-    """Append every new line of the source (landing files or Kafka messages) to bronze.events (availableNow)."""
-    settings = kafka.apply(lakehouse.settings())
-    stage = source_stage(config.source)
-    report = _run(lakehouse, stage.name, settings)
-    context.log.info(f"bronze from {config.source}: {report.figures}")
-    figures = {"rows_in": "rows_in", "rows_written": "rows_written"}
-    if config.source == "kafka":
-        # The lag the last batch left, per partition: the UI plots each key over time.
-        figures |= {key: key for key in report.figures if key.startswith("kafka_lag")}
-    return _materialization(lakehouse, BRONZE_EVENTS, report, figures, settings)
+    return bronze_events
 
 
 @dg.multi_asset(
@@ -153,68 +159,88 @@ def silver_events(context: dg.AssetExecutionContext, lakehouse: LakehouseResourc
     )
 
 
-#: The window tables the gold stream keeps besides user_spend_5m, each an output of ``update_windows`` when
-#: ``LAKEHOUSE_GOLD_OUTPUTS`` keeps it (as the other optional outputs are assets only when kept): the table,
-#: what it is derived from, and its metadata (key → the window batch's figure).
-WINDOW_OUTPUTS = {
-    "hopping": (HOPPING, GOLD, {"rows_written": "hopping_windows_changed", "watermark": "watermark"}),
-    "sessions": (
-        SESSIONS,
-        SILVER_EVENTS,
-        {"rows_written": "sessions_changed", "idle_sessions_closed": "idle_sessions_closed", "watermark": "watermark"},
-    ),
-    "global": (
-        GLOBAL,
-        SILVER_EVENTS,
-        {"rows_in": "rows_in", "rows_written": "global_firings", "firings": "global_firings"},
-    ),
-    "firings": (FIRINGS, GOLD, {"rows_written": "rows_written", "watermark": "watermark"}),
-}
-KEPT_WINDOW_OUTPUTS = [entry for output, entry in WINDOW_OUTPUTS.items() if SETTINGS.keeps(output)]
+def window_outputs(settings: Settings) -> dict[str, tuple[Table, Table, dict[str, str]]]:
+    """The window tables the gold stream keeps besides user_spend_5m, each an output of ``update_windows``
+    when the settings keep it (as the other optional outputs are assets only when kept): the table, what it
+    is derived from, and its metadata (key → the window batch's figure)."""
+    gold = user_spend_table(settings)
+    return {
+        "hopping": (
+            hopping_spend_table(settings),
+            gold,
+            {"rows_written": "hopping_windows_changed", "watermark": "watermark"},
+        ),
+        "sessions": (
+            user_sessions_table(settings),
+            SILVER_EVENTS,
+            {
+                "rows_written": "sessions_changed",
+                "idle_sessions_closed": "idle_sessions_closed",
+                "watermark": "watermark",
+            },
+        ),
+        "global": (
+            user_spend_global_table(settings),
+            SILVER_EVENTS,
+            {"rows_in": "rows_in", "rows_written": "global_firings", "firings": "global_firings"},
+        ),
+        "firings": (firings_table(settings), gold, {"rows_written": "rows_written", "watermark": "watermark"}),
+    }
 
 
-@dg.multi_asset(
-    specs=[
-        spec(GOLD, [SILVER_EVENTS]),
-        *(spec(table, [upstream]) for table, upstream, _ in KEPT_WINDOW_OUTPUTS),
-        spec(SILVER_LATE_EVENTS, [SILVER_EVENTS]),
-        spec(GOLD_CORRECTIONS, [SILVER_EVENTS]),
-    ],
-    name="update_windows",
-    pool="lakehouse_gold",
-)
-def gold_windows(context: dg.AssetExecutionContext, lakehouse: LakehouseResource):
-    """Fold new silver events into per-user event-time windows (tumbling, hopping, sessions); set events
-    late for their tumbling window aside (availableNow)."""
-    report = _run(lakehouse, GOLD_STAGE)
-    context.log.info(f"gold: {report.figures}")
-    idle = advance_idle_watermark(lakehouse.spark(), lakehouse.settings())
-    if idle:
-        context.log.info(f"idle watermark advance: {idle.figures}")
-        report.figures.update(
-            watermark=idle.figures["watermark"],
-            watermark_lag_seconds=idle.figures["watermark_lag_seconds"],
-            idle_windows_closed=idle.figures["windows_closed"],
-            idle_sessions_closed=idle.figures["sessions_closed"],
-        )
-    yield _materialization(
-        lakehouse,
-        GOLD,
-        report,
-        {
-            "rows_in": "rows_in",
-            "rows_written": "rows_written",
-            "late": "late",
-            "watermark": "watermark",
-            "watermark_delay_seconds": "watermark_delay_seconds",
-            "watermark_lag_seconds": "watermark_lag_seconds",
-            "idle_windows_closed": "idle_windows_closed",
-        },
+def gold_asset(settings: Settings) -> dg.AssetsDefinition:
+    """``update_windows``: user_spend_5m (named after the window), the window outputs the settings keep,
+    the late events and the corrections."""
+    gold = user_spend_table(settings)
+    kept = [entry for output, entry in window_outputs(settings).items() if settings.keeps(output)]
+    stage_name = stages(settings).windows.name
+
+    @dg.multi_asset(
+        specs=[
+            spec(gold, [SILVER_EVENTS]),
+            *(spec(table, [upstream]) for table, upstream, _ in kept),
+            spec(SILVER_LATE_EVENTS, [SILVER_EVENTS]),
+            spec(GOLD_CORRECTIONS, [SILVER_EVENTS]),
+        ],
+        name="update_windows",
+        pool="lakehouse_gold",
     )
-    for table, _, figures in KEPT_WINDOW_OUTPUTS:
-        yield _materialization(lakehouse, table, report, figures)
-    yield _materialization(lakehouse, SILVER_LATE_EVENTS, report, {"rows_written": "late", "watermark": "watermark"})
-    yield _materialization(lakehouse, GOLD_CORRECTIONS, report, {"rows_written": "windows_revised"})
+    def gold_windows(context: dg.AssetExecutionContext, lakehouse: LakehouseResource):
+        """Fold new silver events into per-user event-time windows (tumbling, hopping, sessions); set events
+        late for their tumbling window aside (availableNow)."""
+        report = _run(lakehouse, stage_name)
+        context.log.info(f"gold: {report.figures}")
+        idle = advance_idle_watermark(lakehouse.spark(), lakehouse.settings())
+        if idle:
+            context.log.info(f"idle watermark advance: {idle.figures}")
+            report.figures.update(
+                watermark=idle.figures["watermark"],
+                watermark_lag_seconds=idle.figures["watermark_lag_seconds"],
+                idle_windows_closed=idle.figures["windows_closed"],
+                idle_sessions_closed=idle.figures["sessions_closed"],
+            )
+        yield _materialization(
+            lakehouse,
+            gold,
+            report,
+            {
+                "rows_in": "rows_in",
+                "rows_written": "rows_written",
+                "late": "late",
+                "watermark": "watermark",
+                "watermark_delay_seconds": "watermark_delay_seconds",
+                "watermark_lag_seconds": "watermark_lag_seconds",
+                "idle_windows_closed": "idle_windows_closed",
+            },
+        )
+        for table, _, figures in kept:
+            yield _materialization(lakehouse, table, report, figures)
+        yield _materialization(
+            lakehouse, SILVER_LATE_EVENTS, report, {"rows_written": "late", "watermark": "watermark"}
+        )
+        yield _materialization(lakehouse, GOLD_CORRECTIONS, report, {"rows_written": "windows_revised"})
+
+    return gold_windows
 
 
 @dg.multi_asset(specs=[spec(ORDER_PAYMENTS, [SILVER_EVENTS])], name="join_orders_payments", pool="lakehouse_join")
@@ -250,23 +276,31 @@ def unique_urls(context: dg.AssetExecutionContext, lakehouse: LakehouseResource)
     return _materialization(lakehouse, GOLD_UNIQUE_URLS, report, figures)
 
 
-#: Every stream's asset; the optional gold outputs only when ``LAKEHOUSE_GOLD_OUTPUTS`` keeps them.
-STREAM_ASSETS = [
-    bronze_events,
-    silver_events,
-    gold_windows,
-    *(asset for output, asset in (("order_payments", order_payments), ("fraud_alerts", fraud_alerts),
-                                  ("unique_urls", unique_urls)) if SETTINGS.keeps(output)),
-]  # fmt: skip
+#: The streams that follow silver on their own, each an asset only when the settings keep its gold output.
+FOLLOWER_ASSETS = {"order_payments": order_payments, "fraud_alerts": fraud_alerts, "unique_urls": unique_urls}
 
-streams_job = dg.define_asset_job(
-    "lakehouse_once",
-    # Conservation (orchestration.quality) is the one check every run pays for: it is blocking, and gold
-    # must not fold a silver batch that lost or invented lines. The other suites run in data_quality.
-    selection=dg.AssetSelection.assets(*STREAM_ASSETS).without_checks()
-    | dg.AssetSelection.checks(dg.AssetCheckKey(asset_key(SILVER_EVENTS), "conservation")),
-    description="Run every stream once (availableNow), checking conservation: landing → bronze → silver → gold.",
-)
+
+def stream_assets(settings: Settings) -> list[dg.AssetsDefinition]:
+    """Every stream's asset; the optional gold outputs only when the settings (``LAKEHOUSE_GOLD_OUTPUTS``)
+    keep them."""
+    return [
+        bronze_asset(settings),
+        silver_events,
+        gold_asset(settings),
+        *(asset for output, asset in FOLLOWER_ASSETS.items() if settings.keeps(output)),
+    ]
+
+
+def build_streams_job(assets: list[dg.AssetsDefinition]) -> "UnresolvedAssetJobDefinition":
+    """``lakehouse_once``: every stream of ``assets`` once, with the conservation check."""
+    return dg.define_asset_job(
+        STREAMS_JOB,
+        # Conservation (orchestration.quality) is the one check every run pays for: it is blocking, and gold
+        # must not fold a silver batch that lost or invented lines. The other suites run in data_quality.
+        selection=dg.AssetSelection.assets(*assets).without_checks()
+        | dg.AssetSelection.checks(dg.AssetCheckKey(asset_key(SILVER_EVENTS), "conservation")),
+        description="Run every stream once (availableNow), checking conservation: landing → bronze → silver → gold.",
+    )
 
 
 def landing_files(settings: Settings) -> list[str]:
@@ -290,33 +324,41 @@ def landing_cursor(arrival: tuple[int, str]) -> str:
     return f"{arrival[0]}/{arrival[1]}"
 
 
-@dg.sensor(
-    job=streams_job,
-    minimum_interval_seconds=15,
-    default_status=dg.DefaultSensorStatus.STOPPED,
-    description="New files in the landing zone → one run of the streams. Cursor: the newest arrival seen.",
-)
-def landing_sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult | dg.SkipReason:
-    """'New' is every file that arrived after the cursor's, by modification time then name (the order
-    Spark's file source reads in), so a file copied in by hand under any name is seen too."""
-    settings = Settings.from_env()
-    seen: tuple[int, str] | None = None
-    if context.cursor:
-        stamp, _, name = context.cursor.partition("/")
-        seen = (int(stamp), name) if name and stamp.isdigit() else (0, context.cursor)
-    new = [arrival for arrival in landing_arrivals(settings) if seen is None or arrival > seen]
-    if not new:
-        since = f"since {seen[1]}" if seen else "yet"
-        return dg.SkipReason(f"no new landing files in {settings.landing_dir} {since}")
-    cursor = landing_cursor(new[-1])
-    return dg.SensorResult(
-        run_requests=[dg.RunRequest(run_key=f"landing:{cursor}", tags={"lakehouse/new_files": str(len(new))})],
-        cursor=cursor,
+def build_landing_sensor(job: "UnresolvedAssetJobDefinition") -> dg.SensorDefinition:
+    """``landing_sensor``: new files in the landing zone → one run of ``job``."""
+
+    @dg.sensor(
+        job=job,
+        minimum_interval_seconds=15,
+        default_status=dg.DefaultSensorStatus.STOPPED,
+        description="New files in the landing zone → one run of the streams. Cursor: the newest arrival seen.",
     )
+    def landing_sensor(
+        context: dg.SensorEvaluationContext, lakehouse: LakehouseResource
+    ) -> dg.SensorResult | dg.SkipReason:
+        """'New' is every file that arrived after the cursor's, by modification time then name (the order
+        Spark's file source reads in), so a file copied in by hand under any name is seen too. The landing
+        folder is the ``lakehouse`` resource's, not the environment's."""
+        settings = lakehouse.settings()
+        seen: tuple[int, str] | None = None
+        if context.cursor:
+            stamp, _, name = context.cursor.partition("/")
+            seen = (int(stamp), name) if name and stamp.isdigit() else (0, context.cursor)
+        new = [arrival for arrival in landing_arrivals(settings) if seen is None or arrival > seen]
+        if not new:
+            since = f"since {seen[1]}" if seen else "yet"
+            return dg.SkipReason(f"no new landing files in {settings.landing_dir} {since}")
+        cursor = landing_cursor(new[-1])
+        return dg.SensorResult(
+            run_requests=[dg.RunRequest(run_key=f"landing:{cursor}", tags={"lakehouse/new_files": str(len(new))})],
+            cursor=cursor,
+        )
+
+    return landing_sensor
 
 
-defs = dg.Definitions(
-    assets=STREAM_ASSETS,
-    jobs=[streams_job],
-    sensors=[landing_sensor],
-)
+def build_defs(settings: Settings) -> dg.Definitions:
+    """The streams' assets (shaped by ``settings``), ``lakehouse_once`` and the landing sensor."""
+    assets = stream_assets(settings)
+    job = build_streams_job(assets)
+    return dg.Definitions(assets=assets, jobs=[job], sensors=[build_landing_sensor(job)])

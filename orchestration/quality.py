@@ -4,6 +4,7 @@ data-quality job, its hourly schedule, and a run after every successful reconcil
 This module is the one bridge from Great Expectations results to Dagster: a suite's critical failures
 fail its check with ERROR severity (blocking checks then stop downstream assets), warnings fail it with
 WARN severity (nothing stops). Every result carries the same metadata keys, so the UI plots them.
+``build_defs(settings)`` builds the checks, job, schedule and sensor from the code location's one ``Settings``.
 """
 
 import dagster as dg
@@ -11,9 +12,10 @@ import dagster as dg
 from expectations.runner import run_suites
 from expectations.suites import SUITES
 from expectations.validation import SuiteResult
-from orchestration.pipeline import SETTINGS, asset_key
-from orchestration.reconcile import completeness_sweep, reconcile_job
+from orchestration import reconcile
+from orchestration.pipeline import asset_key
 from orchestration.resources import LakehouseResource
+from warehouse.settings import Settings
 
 #: Suites that stop downstream materialization when one of their critical expectations fails.
 BLOCKING = {"bronze.events", "silver.events", "conservation", "completeness"}
@@ -44,10 +46,12 @@ def check_result(result: SuiteResult, report_path: str) -> dg.AssetCheckResult:
     )
 
 
-def _suite_check(suite_name: str) -> dg.AssetChecksDefinition:
+def suite_check(settings: Settings, suite_name: str) -> dg.AssetChecksDefinition:
+    """A suite as a check on the table it guards (under these settings); blocking per :data:`BLOCKING` and
+    the settings' ``quality.warnings_block``."""
     suite = SUITES[suite_name]
-    table = suite.guards(SETTINGS)
-    blocking = suite_name in BLOCKING or (suite.warns and SETTINGS.quality.warnings_block)
+    table = suite.guards(settings)
+    blocking = suite_name in BLOCKING or (suite.warns and settings.quality.warnings_block)
 
     @dg.asset_check(
         asset=asset_key(table),
@@ -79,45 +83,43 @@ def _suite_check(suite_name: str) -> dg.AssetChecksDefinition:
     return check
 
 
-bronze_events_check = _suite_check("bronze.events")
-silver_events_check = _suite_check("silver.events")
-conservation = _suite_check("conservation")
-completeness = _suite_check("completeness")
-freshness = _suite_check("freshness")
-
-quality_checks = [bronze_events_check, silver_events_check, conservation, completeness, freshness]
-
-data_quality_job = dg.define_asset_job(
-    "data_quality",
-    selection=dg.AssetSelection.checks(*quality_checks),
-    description="Run every data-quality suite (checks only, no materialization).",
-)
-
-data_quality_schedule = dg.ScheduleDefinition(
-    name="data_quality_schedule",
-    job=data_quality_job,
-    cron_schedule=SETTINGS.quality.cron,
-    execution_timezone="UTC",
-    default_status=dg.DefaultScheduleStatus.STOPPED,
-    description=f"Every suite on a cron ({SETTINGS.quality.cron}, LAKEHOUSE_DQ_CRON).",
-)
+#: The suites that are checks, in the order the data-quality job lists them.
+CHECKED_SUITES = ("bronze.events", "silver.events", "conservation", "completeness", "freshness")
 
 
-@dg.run_status_sensor(
-    run_status=dg.DagsterRunStatus.SUCCESS,
-    monitored_jobs=[reconcile_job, completeness_sweep],
-    request_job=data_quality_job,
-    default_status=dg.DefaultSensorStatus.STOPPED,
-    description="After every successful reconcile or completeness sweep, validate again.",
-)
-def after_reconcile_sensor(context: dg.RunStatusSensorContext) -> dg.RunRequest:
-    run = context.dagster_run
-    return dg.RunRequest(run_key=f"after:{run.run_id}", tags={"lakehouse/after_run": run.run_id})
+def build_defs(settings: Settings) -> dg.Definitions:
+    """Every suite as a check, the data-quality job, its schedule on the settings' cron, and the sensor that
+    validates again after each successful reconcile or completeness sweep."""
+    quality_checks = [suite_check(settings, name) for name in CHECKED_SUITES]
+    data_quality_job = dg.define_asset_job(
+        "data_quality",
+        selection=dg.AssetSelection.checks(*quality_checks),
+        description="Run every data-quality suite (checks only, no materialization).",
+    )
+    data_quality_schedule = dg.ScheduleDefinition(
+        name="data_quality_schedule",
+        job=data_quality_job,
+        cron_schedule=settings.quality.cron,
+        execution_timezone="UTC",
+        default_status=dg.DefaultScheduleStatus.STOPPED,
+        description=f"Every suite on a cron ({settings.quality.cron}, LAKEHOUSE_DQ_CRON).",
+    )
 
+    # Runs in this code location are matched to monitored jobs by name: these are orchestration.reconcile's.
+    @dg.run_status_sensor(
+        run_status=dg.DagsterRunStatus.SUCCESS,
+        monitored_jobs=list(reconcile.build_jobs(settings)),
+        request_job=data_quality_job,
+        default_status=dg.DefaultSensorStatus.STOPPED,
+        description="After every successful reconcile or completeness sweep, validate again.",
+    )
+    def after_reconcile_sensor(context: dg.RunStatusSensorContext) -> dg.RunRequest:
+        run = context.dagster_run
+        return dg.RunRequest(run_key=f"after:{run.run_id}", tags={"lakehouse/after_run": run.run_id})
 
-defs = dg.Definitions(
-    asset_checks=quality_checks,
-    jobs=[data_quality_job],
-    schedules=[data_quality_schedule],
-    sensors=[after_reconcile_sensor],
-)
+    return dg.Definitions(
+        asset_checks=quality_checks,
+        jobs=[data_quality_job],
+        schedules=[data_quality_schedule],
+        sensors=[after_reconcile_sensor],
+    )

@@ -3,7 +3,8 @@ completeness sweep (a partitioned job over event dates, backfillable from the UI
 
 All of them run ``runtime.runner.run_reconcile``, the same function as ``lakehouse reconcile``; the
 figures of every run go into the gold assets' materializations (late events folded, keys recomputed,
-corrections written, seconds), so the UI plots them.
+corrections written, seconds), so the UI plots them. ``build_defs(settings)`` builds them from the code
+location's one ``Settings`` (the reconcile cron, the sweep's first date).
 """
 
 from datetime import date
@@ -12,16 +13,16 @@ import dagster as dg
 from deltalake import DeltaTable
 from deltalake.exceptions import TableNotFoundError
 
-from orchestration.pipeline import GOLD, asset_key
+from orchestration.pipeline import asset_key
 from orchestration.resources import LakehouseResource
 from runtime.runner import StageReport, run_reconcile
-from warehouse.catalog import GOLD_CORRECTIONS, SILVER_LATE_EVENTS
+from warehouse.catalog import GOLD_CORRECTIONS, SILVER_LATE_EVENTS, user_spend_table
 from warehouse.settings import Settings
 
-SETTINGS = Settings.from_env()
 
-
-def _report_materializations(context: dg.OpExecutionContext, reports: list[StageReport], kind: str) -> None:
+def _report_materializations(
+    context: dg.OpExecutionContext, settings: Settings, reports: list[StageReport], kind: str
+) -> None:
     late = sum(r.figures.get("late_events", 0) for r in reports)
     recomputed = sum(r.figures.get("keys_recomputed", 0) for r in reports)
     changed = sum(r.figures.get("keys_changed", 0) for r in reports)
@@ -35,27 +36,50 @@ def _report_materializations(context: dg.OpExecutionContext, reports: list[Stage
         "reconcile_kind": kind,
     }
     # A run that changed gold materializes it; one that found nothing to do is still recorded, as an observation.
-    for table in (GOLD, GOLD_CORRECTIONS):
+    for table in (user_spend_table(settings), GOLD_CORRECTIONS):
         if changed:
             context.log_event(dg.AssetMaterialization(asset_key=asset_key(table), metadata=metadata))
         else:
             context.log_event(dg.AssetObservation(asset_key=asset_key(table), metadata=metadata))
 
 
+# Named apart from ``transforms.reconcile.fold_late_events``, the batch function it ends up running.
 @dg.op(pool="lakehouse_gold", out=dg.Out(dg.Nothing))
-def fold_late_events(context: dg.OpExecutionContext, lakehouse: LakehouseResource) -> None:
+def fold_late_events_op(context: dg.OpExecutionContext, lakehouse: LakehouseResource) -> None:
     """Fold every late event not folded yet into gold (only the affected windows)."""
-    reports = run_reconcile(lakehouse.spark(), lakehouse.settings())
-    _report_materializations(context, reports, "late_events")
+    settings = lakehouse.settings()
+    reports = run_reconcile(lakehouse.spark(), settings)
+    _report_materializations(context, settings, reports, "late_events")
 
 
-@dg.job(
-    description="Fold late events into gold: recompute only the affected windows from silver.",
-    # Run retries (enabled in the instance config `make ui` writes): a failed fold is tried again.
-    tags={"dagster/max_retries": "2"},
-)
-def reconcile_job() -> None:
-    fold_late_events()
+@dg.op(pool="lakehouse_gold", out=dg.Out(dg.Nothing))
+def sweep_event_date(context: dg.OpExecutionContext, lakehouse: LakehouseResource) -> None:
+    """Recompute every window of the partition's event date from silver; repair each difference."""
+    day = date.fromisoformat(context.partition_key)
+    settings = lakehouse.settings()
+    reports = run_reconcile(lakehouse.spark(), settings, [day])
+    _report_materializations(context, settings, reports, f"completeness sweep {day}")
+
+
+def build_jobs(settings: Settings) -> tuple[dg.JobDefinition, dg.JobDefinition]:
+    """``reconcile_job`` and ``completeness_sweep`` (partitioned by event date from the sweep's first date)."""
+
+    @dg.job(
+        description="Fold late events into gold: recompute only the affected windows from silver.",
+        # Run retries (enabled in the instance config `make ui` writes): a failed fold is tried again.
+        tags={"dagster/max_retries": "2"},
+    )
+    def reconcile_job() -> None:
+        fold_late_events_op()
+
+    first_date = settings.schedules.sweep_start_date.isoformat()
+    event_dates = dg.DailyPartitionsDefinition(start_date=first_date, timezone="UTC")
+
+    @dg.job(partitions_def=event_dates, description="Completeness sweep: one event date per partition.")
+    def completeness_sweep() -> None:
+        sweep_event_date()
+
+    return reconcile_job, completeness_sweep
 
 
 def late_events_state(settings: Settings) -> tuple[str, int] | None:
@@ -73,74 +97,68 @@ def late_cursor(table_id: str, version: int) -> str:
     return f"{version}@{table_id}"
 
 
-@dg.sensor(
-    job=reconcile_job,
-    minimum_interval_seconds=15,
-    default_status=dg.DefaultSensorStatus.STOPPED,
-    description="silver.late_events grew → a reconcile run. Cursor: the late_events version last seen @ table id.",
-)
-def late_data_sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult:
-    """Compares silver.late_events' Delta version with the cursor: any new commit holds new late events.
+def build_late_data_sensor(reconcile_job: dg.JobDefinition) -> dg.SensorDefinition:
+    """``late_data_sensor``: silver.late_events grew → one run of ``reconcile_job``."""
 
-    A failed reconcile run is retried by Dagster (the job's ``dagster/max_retries`` tag); the reconcile
-    schedule is the safety net after that.
-    """
-    state = late_events_state(Settings.from_env())
-    if state is None:
-        return dg.SensorResult(skip_reason="silver.late_events does not exist yet", cursor=context.cursor)
-    table_id, version = state
-    seen_version, _, seen_id = (context.cursor or "").partition("@")
-    # A new table starts from nothing seen; its version 0 is its creation, with no rows.
-    seen = int(seen_version) if seen_id == table_id else 0
-    cursor = late_cursor(table_id, max(seen, version))
-    if version <= seen:
-        return dg.SensorResult(
-            skip_reason=f"silver.late_events is at version {version}; nothing late since the last run", cursor=cursor
-        )
-    return dg.SensorResult(
-        run_requests=[
-            dg.RunRequest(
-                run_key=f"late_events:v{version}@{table_id}", tags={"lakehouse/late_events_version": str(version)}
-            )
-        ],
-        cursor=cursor,
+    @dg.sensor(
+        job=reconcile_job,
+        minimum_interval_seconds=15,
+        default_status=dg.DefaultSensorStatus.STOPPED,
+        description="silver.late_events grew → a reconcile run. Cursor: the late_events version last seen @ table id.",
     )
+    def late_data_sensor(context: dg.SensorEvaluationContext, lakehouse: LakehouseResource) -> dg.SensorResult:
+        """Compares silver.late_events' Delta version with the cursor: any new commit holds new late events.
+        The table is the ``lakehouse`` resource's, not the environment's.
+
+        A failed reconcile run is retried by Dagster (the job's ``dagster/max_retries`` tag); the reconcile
+        schedule is the safety net after that.
+        """
+        state = late_events_state(lakehouse.settings())
+        if state is None:
+            return dg.SensorResult(skip_reason="silver.late_events does not exist yet", cursor=context.cursor)
+        table_id, version = state
+        seen_version, _, seen_id = (context.cursor or "").partition("@")
+        # A new table starts from nothing seen; its version 0 is its creation, with no rows.
+        seen = int(seen_version) if seen_id == table_id else 0
+        cursor = late_cursor(table_id, max(seen, version))
+        if version <= seen:
+            return dg.SensorResult(
+                skip_reason=f"silver.late_events is at version {version}; nothing late since the last run",
+                cursor=cursor,
+            )
+        return dg.SensorResult(
+            run_requests=[
+                dg.RunRequest(
+                    run_key=f"late_events:v{version}@{table_id}",
+                    tags={"lakehouse/late_events_version": str(version)},
+                )
+            ],
+            cursor=cursor,
+        )
+
+    return late_data_sensor
 
 
-reconcile_schedule = dg.ScheduleDefinition(
-    name="reconcile_schedule",
-    job=reconcile_job,
-    cron_schedule=SETTINGS.reconcile_cron,
-    execution_timezone="UTC",
-    default_status=dg.DefaultScheduleStatus.STOPPED,
-    description=f"Safety net: reconcile on a cron ({SETTINGS.reconcile_cron}, LAKEHOUSE_RECONCILE_CRON).",
-)
-
-event_dates = dg.DailyPartitionsDefinition(start_date=SETTINGS.sweep_start_date.isoformat(), timezone="UTC")
-
-
-@dg.op(pool="lakehouse_gold", out=dg.Out(dg.Nothing))
-def sweep_event_date(context: dg.OpExecutionContext, lakehouse: LakehouseResource) -> None:
-    """Recompute every window of the partition's event date from silver; repair each difference."""
-    day = date.fromisoformat(context.partition_key)
-    reports = run_reconcile(lakehouse.spark(), lakehouse.settings(), [day])
-    _report_materializations(context, reports, f"completeness sweep {day}")
-
-
-@dg.job(partitions_def=event_dates, description="Completeness sweep: one event date per partition.")
-def completeness_sweep() -> None:
-    sweep_event_date()
-
-
-completeness_schedule = dg.build_schedule_from_partitioned_job(
-    completeness_sweep,
-    hour_of_day=2,
-    default_status=dg.DefaultScheduleStatus.STOPPED,
-    description="Every night, sweep the previous event date.",
-)
-
-defs = dg.Definitions(
-    jobs=[reconcile_job, completeness_sweep],
-    sensors=[late_data_sensor],
-    schedules=[reconcile_schedule, completeness_schedule],
-)
+def build_defs(settings: Settings) -> dg.Definitions:
+    """The reconcile and sweep jobs, the late-data sensor, and their schedules, from ``settings``."""
+    reconcile_job, completeness_sweep = build_jobs(settings)
+    reconcile_cron = settings.schedules.reconcile_cron
+    reconcile_schedule = dg.ScheduleDefinition(
+        name="reconcile_schedule",
+        job=reconcile_job,
+        cron_schedule=reconcile_cron,
+        execution_timezone="UTC",
+        default_status=dg.DefaultScheduleStatus.STOPPED,
+        description=f"Safety net: reconcile on a cron ({reconcile_cron}, LAKEHOUSE_RECONCILE_CRON).",
+    )
+    completeness_schedule = dg.build_schedule_from_partitioned_job(
+        completeness_sweep,
+        hour_of_day=2,
+        default_status=dg.DefaultScheduleStatus.STOPPED,
+        description="Every night, sweep the previous event date.",
+    )
+    return dg.Definitions(
+        jobs=[reconcile_job, completeness_sweep],
+        sensors=[build_late_data_sensor(reconcile_job)],
+        schedules=[reconcile_schedule, completeness_schedule],
+    )

@@ -2,10 +2,9 @@
 Kafka source."""
 
 from dataclasses import replace
-from pathlib import Path
 
 import dagster as dg
-from dagster_pyspark import PySparkResource
+from dagster_pyspark import LazyPySparkResource
 from pyspark.sql import SparkSession
 
 from warehouse.session import spark_conf
@@ -13,32 +12,31 @@ from warehouse.settings import Settings
 
 
 class LakehouseResource(dg.ConfigurableResource):
-    """Settings from ``LAKEHOUSE_*`` (``home`` overrides LAKEHOUSE_HOME) and the Spark session built on them.
+    """The code location's one ``Settings`` (read once, by ``orchestration.definitions``) and the Spark
+    session built on them.
 
-    The session comes from ``pyspark`` (dagster-pyspark's resource), configured by
-    ``warehouse.session.spark_conf``: the CLI and Dagster share one source of Spark configuration.
+    The session comes from dagster-pyspark's lazy resource, configured by ``warehouse.session.spark_conf``
+    from the same settings: the CLI and Dagster share one source of Spark configuration. It starts the first
+    time a step asks for it, so a sensor, which takes this resource only to know where the lakehouse lives,
+    never starts a JVM.
     """
 
-    pyspark: PySparkResource
-    home: str | None = None
+    pyspark: LazyPySparkResource
+    #: A plain value, not config: the ``Settings`` the definitions were built from.
+    lakehouse_settings: dg.ResourceDependency[Settings]
 
     def settings(self) -> Settings:
-        settings = Settings.from_env()
-        if self.home:
-            settings = replace(settings, home=Path(self.home).expanduser().resolve())
-        return settings
+        return self.lakehouse_settings
 
     def spark(self) -> SparkSession:
         self.settings().ensure_home()
         return self.pyspark.spark_session
 
 
-def lakehouse_resource(home: str | None = None) -> LakehouseResource:
-    """The resource for a home (default: LAKEHOUSE_HOME), with Spark configured from the same settings."""
-    settings = Settings.from_env()
-    if home:
-        settings = replace(settings, home=Path(home).expanduser().resolve())
-    return LakehouseResource(pyspark=PySparkResource(spark_config=spark_conf(settings)), home=home)
+def lakehouse_resource(settings: Settings) -> LakehouseResource:
+    """The resource for these settings, with Spark configured from the same settings."""
+    pyspark = LazyPySparkResource(spark_config=spark_conf(settings))
+    return LakehouseResource(pyspark=pyspark, lakehouse_settings=settings)
 
 
 class KafkaSourceResource(dg.ConfigurableResource):
@@ -63,6 +61,6 @@ class KafkaSourceResource(dg.ConfigurableResource):
         return replace(settings, kafka=replace(settings.kafka, **overrides)) if overrides else settings
 
 
-def lakehouse_resources(home: str | None = None) -> dict[str, dg.ConfigurableResource]:
-    """Every resource the code location's assets and jobs use, for a home (default: LAKEHOUSE_HOME)."""
-    return {"lakehouse": lakehouse_resource(home), "kafka": KafkaSourceResource()}
+def lakehouse_resources(settings: Settings) -> dict[str, dg.ConfigurableResource]:
+    """Every resource the code location's assets, jobs and sensors use, for these settings."""
+    return {"lakehouse": lakehouse_resource(settings), "kafka": KafkaSourceResource()}

@@ -177,7 +177,7 @@ def recorder_for(spark: SparkSession, settings: Settings) -> ProgressRecorder:
         if recorder is not None:
             spark.streams.removeListener(recorder)
         run_id = f"{datetime.now(UTC):%Y%m%dT%H%M%S}-{os.getpid()}"
-        recorder = ProgressRecorder(settings, run_id, settings.progress_flush_seconds)
+        recorder = ProgressRecorder(settings, run_id, settings.streams.progress_flush_seconds)
         spark.streams.addListener(recorder)
         _RECORDERS[key] = recorder
     return recorder

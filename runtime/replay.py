@@ -93,6 +93,16 @@ class ReplayReport:
 REPLAY_SOURCES = ("bronze", "kafka")
 
 
+def check_replay_arguments(source: str, from_version: int | None) -> None:
+    """Refuse, with one line, a replay source or a bronze version a replay cannot take (before Spark starts)."""
+    if source not in REPLAY_SOURCES:
+        raise ValueError(f"--source must be one of {', '.join(REPLAY_SOURCES)}, got {source!r}")
+    if from_version is not None and from_version < 0:
+        raise ValueError("--from-version must be a bronze version (0 or more)")
+    if from_version is not None and source == "kafka":
+        raise ValueError("--from-version is for a replay from bronze; --source kafka re-reads the whole topic")
+
+
 def run_replay(
     spark: SparkSession,
     settings: Settings,
@@ -102,10 +112,7 @@ def run_replay(
 ) -> ReplayReport:
     """Rebuild every table downstream of bronze (from bronze version ``from_version`` on, else all of it);
     with ``source="kafka"``, rebuild bronze's rows of the topic from the topic first."""
-    if source not in REPLAY_SOURCES:
-        raise ValueError(f"the replay source must be one of {', '.join(REPLAY_SOURCES)}, got {source!r}")
-    if source == "kafka" and from_version is not None:
-        raise ValueError("a replay from Kafka re-reads the whole topic; --from-version is for a replay from bronze")
+    check_replay_arguments(source, from_version)
     started = time.monotonic()
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%f")
     report = ReplayReport(stamp)

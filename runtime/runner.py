@@ -279,7 +279,9 @@ def run_continuous(
                             notices.broker(settings, error)
                 if not worked and not stop.is_set() and time.monotonic() >= next_idle_check:
                     # Each look costs a few small Spark jobs; windows close within this many seconds of due.
-                    next_idle_check = time.monotonic() + max(settings.trigger_interval_seconds, IDLE_CHECK_SECONDS)
+                    next_idle_check = time.monotonic() + max(
+                        settings.streams.trigger_interval_seconds, IDLE_CHECK_SECONDS
+                    )
                     idle = advance_idle_watermark(spark, settings, stage_locked=True)
                     if idle:
                         idle_report.add(idle.figures, idle.seconds)
@@ -287,7 +289,7 @@ def run_continuous(
                     on_progress(_with_idle(reports, idle_report))
                 recorder.flush_if_due(spark)
                 if not worked:
-                    stop.wait(max(0.0, settings.trigger_interval_seconds - (time.monotonic() - started)))
+                    stop.wait(max(0.0, settings.streams.trigger_interval_seconds - (time.monotonic() - started)))
     finally:
         recorder.flush(spark)
         for signum, handler in previous.items():

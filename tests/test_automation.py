@@ -4,72 +4,72 @@ from datetime import UTC, datetime
 from decimal import Decimal
 
 import dagster as dg
-import pytest
 from pyspark.sql import functions as F
 
 from orchestration import definitions, pipeline, reconcile
-from orchestration.resources import lakehouse_resources
+from orchestration.resources import lakehouse_resource
 from runtime.runner import run_once
 from tests.lines import HOURS_LATER, SEEDS_EXAMPLE, TOO_LATE, event, land
 from warehouse.catalog import GOLD_CORRECTIONS, user_spend_table
 from warehouse.delta import read_table
 
 
-@pytest.fixture
-def home_env(settings, monkeypatch):
-    """Sensors read LAKEHOUSE_HOME like the daemon does; point it at this test's home."""
-    monkeypatch.setenv("LAKEHOUSE_HOME", str(settings.home))
-    monkeypatch.setenv("LAKEHOUSE_GOLD_OUTPUTS", ",".join(sorted(settings.gold_outputs)) or "none")
-    return settings
-
-
 def job_defs(settings) -> dg.Definitions:
-    return dg.Definitions.merge(
-        pipeline.defs,
-        reconcile.defs,
-        dg.Definitions(resources=lakehouse_resources(str(settings.home)), executor=dg.in_process_executor),
-    )
+    return definitions.build_defs(settings, [pipeline, reconcile])
 
 
-def test_landing_sensor_cursor_follows_arrivals(home_env) -> None:
-    settings = home_env
+def ticker(settings, instance: dg.DagsterInstance, sensor_name: str):
+    """Ticks a sensor of ``settings``' definitions as the daemon does: with the cursor it is given and the
+    ``lakehouse`` resource, which alone says where the lakehouse lives."""
+    sensor = job_defs(settings).resolve_sensor_def(sensor_name)
+    resources = {"lakehouse": lakehouse_resource(settings)}
+
+    def tick(cursor: str | None = None):
+        with dg.build_sensor_context(instance=instance, cursor=cursor, resources=resources) as context:
+            return sensor(context)
+
+    return tick
+
+
+def test_landing_sensor_cursor_follows_arrivals(settings) -> None:
     with dg.instance_for_test() as instance:
-        skipped = pipeline.landing_sensor(dg.build_sensor_context(instance=instance))
+        landing_sensor = ticker(settings, instance, "landing_sensor")
+        skipped = landing_sensor()
         assert isinstance(skipped, dg.SkipReason) and "no new landing files" in skipped.skip_message
 
         land(settings, "one.jsonl", [event("e1", "A", "2024-01-01T10:00:00Z", "1")])
         land(settings, "two.jsonl", [event("e2", "A", "2024-01-01T10:01:00Z", "1")])
-        result = pipeline.landing_sensor(dg.build_sensor_context(instance=instance))
+        result = landing_sensor()
         assert isinstance(result, dg.SensorResult)
         assert len(result.run_requests) == 1
         newest = sorted(p.name for p in settings.landing_dir.iterdir())[-1]
         assert newest.endswith("two.jsonl")
         assert result.cursor == f"{(settings.landing_dir / newest).stat().st_mtime_ns}/{newest}"
 
-        again = pipeline.landing_sensor(dg.build_sensor_context(instance=instance, cursor=result.cursor))
+        again = landing_sensor(result.cursor)
         assert isinstance(again, dg.SkipReason) and newest in again.skip_message
 
         land(settings, "three.jsonl", [event("e3", "A", "2024-01-01T10:02:00Z", "1")])
-        third = pipeline.landing_sensor(dg.build_sensor_context(instance=instance, cursor=result.cursor))
+        third = landing_sensor(result.cursor)
         assert third.cursor.endswith("three.jsonl") and third.run_requests[0].run_key == f"landing:{third.cursor}"
 
         # A file copied in by hand, under a name that sorts before every stamped one, is new too.
         (settings.landing_dir / "0-copied-by-hand.jsonl").write_text(event("e4", "A", "2024-01-01T10:03:00Z", "1"))
-        copied = pipeline.landing_sensor(dg.build_sensor_context(instance=instance, cursor=third.cursor))
+        copied = landing_sensor(third.cursor)
         assert copied.cursor.endswith("/0-copied-by-hand.jsonl") and len(copied.run_requests) == 1
 
 
-def test_late_data_sensor_then_reconcile_job_folds_the_seeds_example(spark, home_env) -> None:
-    settings = home_env
+def test_late_data_sensor_then_reconcile_job_folds_the_seeds_example(spark, settings) -> None:
     with dg.instance_for_test() as instance:
-        missing = reconcile.late_data_sensor(dg.build_sensor_context(instance=instance))
+        late_data_sensor = ticker(settings, instance, "late_data_sensor")
+        missing = late_data_sensor()
         assert "does not exist yet" in missing.skip_reason.skip_message and not missing.run_requests
         land(settings, "seeds.jsonl", SEEDS_EXAMPLE)
         run_once(spark, settings)
         land(settings, "later.jsonl", [HOURS_LATER])
         run_once(spark, settings)
         # The hours-later event moved the watermark, but nothing is late yet.
-        quiet = reconcile.late_data_sensor(dg.build_sensor_context(instance=instance))
+        quiet = late_data_sensor()
         assert "nothing late" in quiet.skip_reason.skip_message and not quiet.run_requests
         cursor = quiet.cursor
         table_id = cursor.partition("@")[2]
@@ -77,15 +77,15 @@ def test_late_data_sensor_then_reconcile_job_folds_the_seeds_example(spark, home
 
         land(settings, "too-late.jsonl", [TOO_LATE])
         run_once(spark, settings)
-        fired = reconcile.late_data_sensor(dg.build_sensor_context(instance=instance, cursor=cursor))
+        fired = late_data_sensor(cursor)
         version, _, same_table = fired.cursor.partition("@")
         assert same_table == table_id and int(version) > 0
         assert fired.run_requests[0].run_key == f"late_events:v{fired.cursor}"
-        again = reconcile.late_data_sensor(dg.build_sensor_context(instance=instance, cursor=fired.cursor))
+        again = late_data_sensor(fired.cursor)
         assert not again.run_requests and again.cursor == fired.cursor
         # A cursor from a table that no longer exists (the lakehouse was reset, the instance kept) does not
         # hide the new table's late events, even though its version number is higher.
-        stale = reconcile.late_data_sensor(dg.build_sensor_context(instance=instance, cursor="99@an-old-table"))
+        stale = late_data_sensor("99@an-old-table")
         assert stale.run_requests and stale.cursor == fired.cursor
 
         result = job_defs(settings).resolve_job_def("reconcile_job").execute_in_process(instance=instance)
@@ -109,8 +109,7 @@ def test_late_data_sensor_then_reconcile_job_folds_the_seeds_example(spark, home
     assert causes.count("reconciliation") == 1
 
 
-def test_completeness_sweep_partition_repairs_its_date(spark, home_env) -> None:
-    settings = home_env
+def test_completeness_sweep_partition_repairs_its_date(spark, settings) -> None:
     land(settings, "day.jsonl", [event("d1", "D", "2024-01-02T08:00:00Z", "2.50")])
     run_once(spark, settings)
     gold_path = str(user_spend_table(settings).path(settings))

@@ -12,7 +12,8 @@ from pyspark.sql import functions as F
 
 from runtime.runner import prepare
 from tests.reference import hopping_totals
-from transforms import reconcile, windows
+from transforms import reconcile
+from transforms.gold import tumbling
 from transforms.gold.tumbling import update_windows
 from transforms.silver import refine_events
 from warehouse.catalog import (
@@ -162,7 +163,7 @@ def test_batch_rerun_after_crash_writes_nothing_twice(
     assert (figures["rows_written"], figures["duplicates"], figures["conflicting"]) == (3, 2, 1)
     events1 = silver_batch(spark, settings, 1)
     # Killed after the batch's appends (late event, corrections, watermark) committed, before its MERGE.
-    monkeypatch.setattr(windows, "_merge_into_gold", crash)
+    monkeypatch.setattr(tumbling, "_merge_into_gold", crash)
     with pytest.raises(RuntimeError, match="killed"):
         in_batch(1, since, lambda: update_windows(events1, 1, settings, WRITER, QUERY))()
     monkeypatch.undo()
@@ -207,8 +208,8 @@ def test_batch_rerun_after_crash_writes_nothing_twice(
     assert (late.event_id, late.amount, late.lateness_seconds) == ("a4", Decimal("10.00"), 17 * 60.0)
     logged = read(spark, settings, GOLD_CORRECTIONS).select("*").collect()
     five = user_spend_table(settings).name
-    tumbling = [(r.user_id, r.cause, r.revision) for r in logged if r.table_name == five]
-    assert sorted(tumbling) == [("A", "window_closed", 2), ("B", "stream_update", 2)]
+    five_minute = [(r.user_id, r.cause, r.revision) for r in logged if r.table_name == five]
+    assert sorted(five_minute) == [("A", "window_closed", 2), ("B", "stream_update", 2)]
     hourly = [(r.table_name, r.user_id, r.window_start, r.revision) for r in logged if r.table_name != five]
     assert len(hourly) == len(set(hourly)), "each change of an hour or a session is logged once"
     # The hours follow the 5-minute windows exactly, however often the batches ran.

@@ -8,7 +8,7 @@ from pyspark.sql import functions as F
 
 from transforms.events import REASONS, line_text, parse_events
 from transforms.gold.tumbling import Watermark, assign_windows
-from warehouse.settings import Settings
+from warehouse.settings import StreamSettings
 
 GOOD = '"event_id": "e1", "user_id": "u1", "event_time": "2024-01-01T10:00:00Z", "amount": 1'
 
@@ -16,7 +16,7 @@ GOOD = '"event_id": "e1", "user_id": "u1", "event_time": "2024-01-01T10:00:00Z",
 BROKEN: dict[str, str | bytes] = {
     "not_utf8": b'{"event_id": "e1", "user_id": "u\xff", "event_time": 0, "amount": 1}',
     "line_too_long": '{"event_id": "e1", "user_id": "u1", "event_time": 0, "amount": 1, "note": "'
-    + "x" * Settings.max_line_bytes
+    + "x" * StreamSettings.max_line_bytes
     + '"}',
     "empty_line": "   ",
     "amount_not_finite": '{"event_id": "e1", "user_id": "u1", "event_time": 0, "amount": NaN}',
@@ -122,7 +122,7 @@ def _parse(spark, lines: list[str | bytes]) -> list:
     frame = spark.createDataFrame(received, "n int, line binary").select(
         "n", raw.alias("raw"), raw_bytes.alias("raw_bytes")
     )
-    return parse_events(frame, Settings.max_line_bytes).orderBy("n").collect()
+    return parse_events(frame, StreamSettings.max_line_bytes).orderBy("n").collect()
 
 
 def test_every_reason_has_a_line_that_breaks_only_that_rule() -> None:

@@ -31,7 +31,7 @@ from pyspark.sql import functions as F
 
 from tests.reference import parse as reference_parse
 from transforms.events import line_text, parse_events
-from warehouse.settings import Settings
+from warehouse.settings import StreamSettings
 
 EXAMPLES = int(os.environ.get("LAKEHOUSE_FUZZ_EXAMPLES", "30"))
 #: Lines per example: at least MIN_LINES (so about 30 on average) for more lines per Spark batch; a failing
@@ -135,7 +135,7 @@ def _run_spark(spark, lines: list[str]) -> None:
     try:
         frame = spark.createDataFrame(list(enumerate(lines)), "i int, raw string")
         rows = (
-            parse_events(frame, Settings.max_line_bytes, raw="raw")
+            parse_events(frame, StreamSettings.max_line_bytes, raw="raw")
             .select("i", "reason", "event_id", "user_id", F.unix_micros("event_time").alias("micros"), "amount")
             .collect()
         )
@@ -824,7 +824,7 @@ def test_spark_and_reference_agree_on_corrupted_bytes(spark, received: list[byte
     frame = spark.createDataFrame(list(enumerate(received)), "n int, line binary").select(
         "n", raw.alias("raw"), raw_bytes.alias("raw_bytes")
     )
-    rows = parse_events(frame, Settings.max_line_bytes).select(
+    rows = parse_events(frame, StreamSettings.max_line_bytes).select(
         "n", "reason", "event_id", "user_id", F.unix_micros("event_time").alias("micros"), "amount"
     )
     spark_side = {r.n: r for r in rows.collect()}

@@ -45,7 +45,7 @@ def _reasons(spark: SparkSession, settings: Settings, name: str) -> dict[int, st
 def test_hostile_files_each_line_gets_its_verdict_and_the_stream_goes_on(
     spark: SparkSession, settings: Settings
 ) -> None:
-    settings = replace(settings, max_line_bytes=1_048_576)
+    settings = replace(settings, streams=replace(settings.streams, max_line_bytes=1_048_576))
     huge = '{"event_id": "h1", "user_id": "A", "event_time": 0, "amount": 1, "pad": "' + "x" * 10_000_000 + '"}'
     deep = '{"event_id": "d1", "user_id": "A", "event_time": 0, "amount": 1, "deep": ' + "[" * 10_000 + "]" * 10_000
     land(settings, "huge.jsonl", [GOOD[0], huge, GOOD[1]])
@@ -125,7 +125,7 @@ def _assert_silver_is_the_reference(spark: SparkSession, settings: Settings) -> 
     lines = landing_lines(settings.landing_dir)
     expected: dict[str, tuple] = {}
     for line in lines:
-        found = parse(line, settings.max_line_bytes)
+        found = parse(line, settings.streams.max_line_bytes)
         if found is not None and found["event_id"] not in expected:
             micros = (found["event_time"] - EPOCH) // timedelta(microseconds=1)
             expected[found["event_id"]] = (found["user_id"], micros, found["amount"])

@@ -57,7 +57,8 @@ def gold_rows(*rows: tuple[str, str, str, int]) -> pa.Table:
 @pytest.fixture
 def home(tmp_path: Path) -> Settings:
     """A lakehouse home of this test's own, without Spark."""
-    settings = replace(Settings.from_env(), home=tmp_path / "home", window_minutes=5)
+    settings = Settings.from_env()
+    settings = replace(settings, home=tmp_path / "home", windows=replace(settings.windows, minutes=5))
     settings.ensure_home()
     return settings
 

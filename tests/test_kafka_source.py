@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from dataclasses import replace
 from datetime import UTC
 from pathlib import Path
 
@@ -291,20 +292,31 @@ def test_continuous_kafka_run_survives_sigkill_and_a_broker_outage(kafka_setting
     assert {(r["user_id"], r["window_start"]): (r["total_amount"], r["event_count"]) for r in gold} == golden
 
 
-def test_kafka_sensor_runs_the_streams_from_kafka_with_lag_as_metadata(spark, kafka_settings, monkeypatch) -> None:
-    """The daemon's view: the sensor reads the environment and its `kafka` resource, asks the broker, and
-    requests `lakehouse_once` with bronze reading Kafka; the run records the lag per partition."""
+def test_kafka_sensor_runs_the_streams_from_kafka_with_lag_as_metadata(spark, kafka_settings) -> None:
+    """The daemon's view: the sensor reads its `lakehouse` resource (the home, the broker) and its `kafka`
+    resource (the topic), asks the broker, and requests `lakehouse_once` with bronze reading Kafka; the run
+    records the lag per partition."""
     import dagster as dg
 
     from orchestration import kafka, pipeline, quality
     from orchestration.resources import KafkaSourceResource, lakehouse_resources
 
     settings = kafka_settings
-    monkeypatch.setenv("LAKEHOUSE_HOME", str(settings.home))
-    monkeypatch.setenv("LAKEHOUSE_KAFKA_BOOTSTRAP_SERVERS", settings.kafka.bootstrap_servers)
-    resources = {"kafka": KafkaSourceResource(topic=settings.kafka.topic)}
+    # The lakehouse's own settings keep the default topic: the `kafka` resource names this test's.
+    lakehouse = replace(settings, kafka=replace(settings.kafka, topic="events"))
+    resources = {**lakehouse_resources(lakehouse), "kafka": KafkaSourceResource(topic=settings.kafka.topic)}
+    defs = dg.Definitions.merge(
+        *(domain.build_defs(lakehouse) for domain in (pipeline, quality, kafka)),
+        dg.Definitions(resources=resources, executor=dg.in_process_executor),
+    )
+    kafka_sensor = defs.resolve_sensor_def("kafka_sensor")
     with dg.instance_for_test() as instance:
-        empty = kafka.kafka_sensor(dg.build_sensor_context(instance=instance, resources=resources))
+
+        def tick(cursor: str | None = None):
+            with dg.build_sensor_context(instance=instance, resources=resources, cursor=cursor) as context:
+                return kafka_sensor(context)
+
+        empty = tick()
         assert isinstance(empty, dg.SkipReason) and "no new messages" in empty.skip_message
 
         lines = [
@@ -312,19 +324,11 @@ def test_kafka_sensor_runs_the_streams_from_kafka_with_lag_as_metadata(spark, ka
             for n in range(40)
         ]
         produce(settings.kafka.bootstrap_servers, settings.kafka.topic, lines)
-        result = kafka.kafka_sensor(dg.build_sensor_context(instance=instance, resources=resources))
+        result = tick()
         assert isinstance(result, dg.SensorResult) and len(result.run_requests) == 1
         request = result.run_requests[0]
         assert request.run_config == kafka.KAFKA_RUN_CONFIG and request.tags["lakehouse/kafka_lag"] == "40"
 
-        defs = dg.Definitions.merge(
-            pipeline.defs,
-            quality.defs,
-            kafka.defs,
-            dg.Definitions(
-                resources={**lakehouse_resources(str(settings.home)), **resources}, executor=dg.in_process_executor
-            ),
-        )
         run = defs.resolve_job_def("lakehouse_once").execute_in_process(
             run_config=request.run_config, instance=instance
         )
@@ -344,7 +348,5 @@ def test_kafka_sensor_runs_the_streams_from_kafka_with_lag_as_metadata(spark, ka
         gold = read_table(spark, settings, user_spend_table(settings)).collect()
         assert sum(r.event_count for r in gold) == 40
 
-        again = kafka.kafka_sensor(
-            dg.build_sensor_context(instance=instance, resources=resources, cursor=result.cursor)
-        )
+        again = tick(result.cursor)
         assert isinstance(again, dg.SkipReason) and "no new messages" in again.skip_message

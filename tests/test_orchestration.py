@@ -3,6 +3,7 @@
 import os
 import subprocess
 import sys
+from dataclasses import replace
 from decimal import Decimal
 from pathlib import Path
 
@@ -10,7 +11,6 @@ import dagster as dg
 import pytest
 
 from orchestration import definitions, maintenance, pipeline, quality, reconcile
-from orchestration.resources import lakehouse_resources
 from runtime.runner import run_once
 from runtime.sources.landing import place_in_landing
 from warehouse.catalog import user_spend_table
@@ -75,12 +75,7 @@ def test_dagster_definitions_validate_on_workspace(tmp_path: Path) -> None:
 @pytest.mark.gold_outputs("all")
 def test_materialize_every_asset_with_real_resources(spark, settings) -> None:
     place_in_landing(settings, "seed.jsonl", lambda h: h.writelines(line + "\n" for line in SEED_EXAMPLE))
-    defs = dg.Definitions.merge(
-        pipeline.defs,
-        reconcile.defs,
-        quality.defs,
-        dg.Definitions(resources=lakehouse_resources(str(settings.home)), executor=dg.in_process_executor),
-    )
+    defs = definitions.build_defs(settings, [pipeline, reconcile, quality])
     with dg.DagsterInstance.ephemeral() as instance:
         result = defs.resolve_job_def("lakehouse_once").execute_in_process(instance=instance)
     assert result.success
@@ -119,22 +114,18 @@ def test_materialize_every_asset_with_real_resources(spark, settings) -> None:
     }
 
 
-def test_maintenance_compacts_vacuums_and_streams_go_on(spark, settings, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_maintenance_compacts_vacuums_and_streams_go_on(spark, settings) -> None:
     """Three small runs leave small files in every table; the maintenance asset compacts them (gold
     Z-ordered), VACUUM (retention 0 here) deletes the replaced ones, no value changes, and the streams
     then carry on from where they were: compaction commits are no new data for them."""
-    monkeypatch.setenv("LAKEHOUSE_VACUUM_RETENTION_HOURS", "0")
+    settings = replace(settings, schedules=replace(settings.schedules, vacuum_retention_hours=0))
     for n in range(3):
         lines = [line.replace('"a1"', f'"a1-{n}"').replace('"b1"', f'"b1-{n}"') for line in SEED_EXAMPLE[:2]]
         place_in_landing(settings, f"part-{n}.jsonl", lambda h, lines=lines: h.writelines(x + "\n" for x in lines))
         run_once(spark, settings)
     gold_path = str(user_spend_table(settings).path(settings))
     before = sorted(spark.read.format("delta").load(gold_path).collect())
-    defs = dg.Definitions.merge(
-        maintenance.defs,
-        pipeline.defs,
-        dg.Definitions(resources=lakehouse_resources(str(settings.home))),
-    )
+    defs = definitions.build_defs(settings, [maintenance, pipeline])
     with dg.DagsterInstance.ephemeral() as instance:
         result = defs.resolve_job_def("maintenance").execute_in_process(instance=instance)
     assert result.success

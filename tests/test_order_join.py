@@ -22,9 +22,9 @@ from cli.app import app
 from runtime.checkpoints import ORDER_PAYMENTS_STAGE
 from runtime.replay import run_replay
 from runtime.runner import prepare, run_once
+from runtime.stages import stage_named
 from tests.lines import land
 from tests.reference import landing_lines, order_payments, parse
-from transforms.joins import record_order_payments
 from warehouse.catalog import OPS_STREAM_PROGRESS, ORDER_PAYMENTS
 from warehouse.delta import batch_scope, read_table
 
@@ -204,7 +204,7 @@ def test_generated_orders_equal_a_plain_python_recomputation_across_a_replay(spa
     assert kinds["order"] > 300 and kinds["payment"] > 200  # duplicates included
     run_once(spark, settings)
     first = table_rows(spark, settings)
-    expected = order_payments(lines, settings.watermark_delay_seconds)
+    expected = order_payments(lines, settings.watermarks.delay_seconds)
     statuses = Counter(row[-1] for row in expected.elements())
     assert statuses["paid"] > 200 and statuses["unpaid"] > 10
     assert first == expected
@@ -218,7 +218,7 @@ def test_generated_orders_equal_a_plain_python_recomputation_across_a_replay(spa
     generate_orders(settings, 22, "2024-01-01T00:30:00")
     run_once(spark, settings)
     lines = landing_lines(settings.landing_dir)
-    assert table_rows(spark, settings) == order_payments(lines, settings.watermark_delay_seconds)
+    assert table_rows(spark, settings) == order_payments(lines, settings.watermarks.delay_seconds)
 
     delta_rs = deltalake.DeltaTable(str(ORDER_PAYMENTS.path(settings))).to_pyarrow_table()
     assert delta_rs.num_rows == sum(table_rows(spark, settings).values())
@@ -238,7 +238,8 @@ def test_a_join_batch_rerun_after_a_crash_writes_nothing_twice(spark, settings) 
     ]
     batch = spark.createDataFrame(rows, StructType(output))
     with batch_scope("lakehouse:test-join", 0, time.time()):
-        first = record_order_payments(batch, 0, settings, "lakehouse:test-join")
-        again = record_order_payments(batch, 0, settings, "lakehouse:test-join")
+        sink = stage_named(settings, ORDER_PAYMENTS_STAGE).process
+        first = sink(batch, 0, settings, "lakehouse:test-join")
+        again = sink(batch, 0, settings, "lakehouse:test-join")
     assert first == again == {"rows_written": 2.0, "paid": 1.0, "unpaid": 1.0, "watermark": at("10:00:00").timestamp()}
     assert pairs(spark, settings) == Counter({("o1", "p1", "paid"): 1, ("o2", None, "unpaid"): 1})

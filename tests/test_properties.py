@@ -60,7 +60,8 @@ def utc(value: datetime) -> datetime:
 def test_final_gold_equals_a_direct_recomputation_for_any_order_and_batching(
     spark, settings, drawn, cuts, home
 ) -> None:
-    settings = replace(settings, home=settings.home.parent / f"example-{home}", global_trigger_count=3)
+    windows = replace(settings.windows, global_trigger_count=3)
+    settings = replace(settings, home=settings.home.parent / f"example-{home}", windows=windows)
     settings.ensure_home()
     # Arrival order: by event time + a jitter under the delay, so each event is less than the delay behind
     # the largest event time that arrived before it: never late.

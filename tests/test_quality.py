@@ -24,7 +24,6 @@ from cli.app import app
 from devtools.synthetic import StreamSpec, generate_lines
 from expectations.runner import ValidationRun, run_suites
 from orchestration import definitions, pipeline, quality, reconcile
-from orchestration.resources import lakehouse_resources
 from runtime.checkpoints import LANDING_STAGE
 from runtime.runner import prepare, run_once, run_reconcile, run_stage_once
 from runtime.sources.landing import place_in_landing
@@ -80,13 +79,8 @@ def built(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> Buil
 
 
 def with_resources(settings: Settings) -> dg.Definitions:
-    """Every domain's definitions, on this module's lakehouse, run in process."""
-    return dg.Definitions.merge(
-        pipeline.defs,
-        reconcile.defs,
-        quality.defs,
-        dg.Definitions(resources=lakehouse_resources(str(settings.home)), executor=dg.in_process_executor),
-    )
+    """Every domain's definitions, built from (and on) this module's lakehouse's settings, run in process."""
+    return definitions.build_defs(settings, [pipeline, reconcile, quality])
 
 
 def by_suite(run: ValidationRun) -> dict:
@@ -127,9 +121,7 @@ def test_lines_and_late_events_in_flight_are_not_failures(built: Built) -> None:
     assert late["completeness"].figures["pending_windows"] == 1
 
 
-def test_blocking_check_stops_gold_and_a_warning_only_warns_in_dagster(
-    spark: SparkSession, built: Built, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_blocking_check_stops_gold_and_a_warning_only_warns_in_dagster(spark: SparkSession, built: Built) -> None:
     defs = with_resources(built.settings)
     duplicate = lambda: duplicate_a_silver_event(spark, built.settings)  # noqa: E731
     with tampered(spark, built.settings, SILVER_EVENTS, duplicate), dg.DagsterInstance.ephemeral() as instance:
@@ -140,9 +132,9 @@ def test_blocking_check_stops_gold_and_a_warning_only_warns_in_dagster(
     assert "silver/events" in materialized
     assert "gold/user_spend_5m" not in materialized, "a failed blocking check must stop gold"
 
-    monkeypatch.setenv("LAKEHOUSE_DQ_MAX_LATE_RATE", "0")
+    strict = replace(built.settings, quality=replace(built.settings.quality, max_late_rate=0.0))
     with dg.DagsterInstance.ephemeral() as instance:
-        result = defs.resolve_job_def("data_quality").execute_in_process(instance=instance)
+        result = with_resources(strict).resolve_job_def("data_quality").execute_in_process(instance=instance)
     assert result.success
     checks = {c.check_name: c for c in result.get_asset_check_evaluations()}
     assert set(checks) == {"bronze_events", "silver_events", "conservation", "completeness", "freshness"}
@@ -164,8 +156,9 @@ def test_a_successful_reconcile_run_requests_a_data_quality_run(built: Built) ->
             dagster_run=reconciled.dagster_run,
             dagster_event=success,
         )
-        request = quality.after_reconcile_sensor(context)
-    assert quality.after_reconcile_sensor.job_name == "data_quality"
+        after_reconcile_sensor = defs.resolve_sensor_def("after_reconcile_sensor")
+        request = after_reconcile_sensor(context)
+    assert after_reconcile_sensor.job_name == "data_quality"
     assert request.run_key == f"after:{reconciled.run_id}"
     schedule = defs.resolve_schedule_def("data_quality_schedule")
     assert (schedule.cron_schedule, schedule.job_name) == ("0 * * * *", "data_quality")

@@ -206,7 +206,8 @@ def test_hopping_windows_are_sums_of_the_tumbling_windows_they_cover(spark, sett
 def test_an_idle_continuous_run_closes_the_last_window_on_its_own(spark, settings) -> None:
     """Watermark 10:07:59 - 120 s = 10:05:59 leaves [10:00, 10:05) one second short of closing (10:06);
     with no more input, a continuous run's idle advance (after 1 s idle) closes it."""
-    settings = replace(settings, watermarks=WatermarkSettings(idle_seconds=1), trigger_interval_seconds=1)
+    streams = replace(settings.streams, trigger_interval_seconds=1)
+    settings = replace(settings, watermarks=WatermarkSettings(idle_seconds=1), streams=streams)
     land(
         settings,
         "only.jsonl",

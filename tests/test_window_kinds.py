@@ -46,7 +46,7 @@ def sessions(spark, settings) -> dict:
 
 def spark_sessions(spark, settings) -> dict:
     """Spark's own session_window over every silver event: the recomputation the table must equal."""
-    window = F.session_window("event_time", f"{settings.session_gap_minutes} minutes")
+    window = F.session_window("event_time", f"{settings.windows.session_gap_minutes} minutes")
     rows = (
         read_table(spark, settings, SILVER_EVENTS)
         .groupBy("user_id", window.alias("s"))
@@ -130,7 +130,7 @@ def test_sessions_equal_spark_session_window_over_silver_for_a_disordered_stream
 
 def test_firings_early_on_time_late_with_retractions_and_a_global_count_trigger(spark, settings) -> None:
     """Window 5 min, delay 120 s, lateness 60 s; early trigger, retracting; global trigger every 3 events."""
-    settings = replace(settings, accumulation="retracting", global_trigger_count=3)
+    settings = replace(settings, windows=replace(settings.windows, accumulation="retracting", global_trigger_count=3))
     batches = [
         # Watermark 10:01 - 120 s = 09:59: A's [10:00, 10:05) fires early.
         [event("a1", "A", "2024-01-01T10:00:30Z", "1"), event("a2", "A", "2024-01-01T10:01:00Z", "2")],
@@ -201,7 +201,7 @@ def test_each_trigger_and_accumulation_mode_emits_what_the_rules_say(
 ) -> None:
     """The three changes of A's window [10:00, 10:05) from the test above, one per batch, through
     ``firing_rows`` with the watermark before and after each batch (``-``: a retraction)."""
-    settings = replace(settings, firing_trigger=trigger, accumulation=accumulation)
+    settings = replace(settings, windows=replace(settings.windows, firing_trigger=trigger, accumulation=accumulation))
     changes = [
         # old amount, old count, new amount, new count, revision, final, cause, watermark before, after
         ("0.00", 0, "3.00", 2, 1, False, "stream_update", None, at("09:59:00")),

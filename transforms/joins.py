@@ -13,7 +13,7 @@ Time semantics (event time throughout; processing time only stamps ``joined_at``
 - A payment settles an order when ``order_time <= payment_time <= order_time + 15 min`` (both ends
   inclusive). A payment dated before its order does not count: it is a payment for something else, or a
   clock error, and counting it would make the join's state unbounded in the other direction too.
-- Each side carries Spark's fixed-delay watermark, ``withWatermark(time, settings.watermark_delay)``: that
+- Each side carries Spark's fixed-delay watermark, ``withWatermark(time, settings.watermarks.delay)``: that
   side's max event time seen minus the delay. The query's watermark is the minimum over both sides
   (Spark's default policy), advanced after each micro-batch and kept in the checkpoint.
 - A ``paid`` row is written in the micro-batch where the pair meets, whichever side arrived first.
@@ -42,7 +42,7 @@ ORDER, PAYMENT = "order", "payment"
 
 
 def _watermark_delay(settings: Settings) -> str:
-    return f"{settings.watermark_delay_seconds} seconds"
+    return f"{settings.watermarks.delay_seconds} seconds"
 
 
 def order_events(events: DataFrame, settings: Settings) -> DataFrame:

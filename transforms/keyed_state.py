@@ -6,7 +6,7 @@ Two Structured Streaming queries over ``silver.events``, each keyed by ``user_id
 ``silver.events → watermark → clicks / purchases → key by user_id → stateful processor → gold``
 
 Time semantics, for both: the stream's watermark is Spark's (``withWatermark``): the newest event time the
-query has seen minus ``settings.watermark_delay``. Event-time timers fire once the watermark passes their
+query has seen minus ``settings.watermarks.delay``. Event-time timers fire once the watermark passes their
 instant, which is what removes state; an event at or behind the watermark of the batch before its own is
 dropped by Spark before it reaches a processor (``numRowsDroppedByWatermark``, shown as ``late`` in
 ``ops.stream_progress``). Processing time only stamps ``updated_at`` and ``detected_at`` (the batch's
@@ -196,7 +196,7 @@ def distinct_url_counts(events: DataFrame, settings: Settings) -> DataFrame:
     """
     use_rocksdb(events.sparkSession)
     clicks = (
-        events.withWatermark("event_time", f"{settings.watermark_delay_seconds} seconds")
+        events.withWatermark("event_time", f"{settings.watermarks.delay_seconds} seconds")
         .where((F.col("event_type") == "click") & F.col("url").isNotNull())
         .select("user_id", "event_time", "url")
     )
@@ -384,7 +384,7 @@ def fraud_alerts(events: DataFrame, settings: Settings) -> DataFrame:
     """
     use_rocksdb(events.sparkSession)
     purchases = (
-        events.withWatermark("event_time", f"{settings.watermark_delay_seconds} seconds")
+        events.withWatermark("event_time", f"{settings.watermarks.delay_seconds} seconds")
         .where(F.col("event_type") == "purchase")
         .select("user_id", "event_id", "event_time", "amount", "ingest_time", "silver_batch", "source_position")
     )

@@ -76,7 +76,7 @@ def refine_events(bronze: DataFrame, batch_id: int, settings: Settings, writer_i
     """
     spark = bronze.sparkSession
     valid = F.col("reason").isNull()
-    with materialized(parse_events(bronze, settings.max_line_bytes)) as parsed:
+    with materialized(parse_events(bronze, settings.streams.max_line_bytes)) as parsed:
         history = history_of(spark, settings, parsed.where(valid), batch_id)
         counts = _write_classified(_classify(parsed, history, batch_id), settings, writer_id, batch_id)
     rows_in, n_quarantined, n_duplicates, n_conflicting = counts

@@ -4,84 +4,23 @@ Every table is a plain Delta table under ``LAKEHOUSE_HOME/tables/<layer>/<name>`
 engine. Schemas are written out here once; the transforms select exactly these columns before writing.
 """
 
-from dataclasses import dataclass, field
-from pathlib import Path
-
 from pyspark.sql.types import (
     ArrayType,
     BinaryType,
     BooleanType,
-    DataType,
     DateType,
     DecimalType,
     DoubleType,
     IntegerType,
     LongType,
     StringType,
-    StructField,
-    StructType,
     TimestampType,
 )
 
 from warehouse.settings import Settings
+from warehouse.table import MONEY, Column, Table
 
-MONEY = DecimalType(18, 2)
-
-
-@dataclass(frozen=True)
-class Column:
-    name: str
-    type: DataType
-    description: str
-    nullable: bool = True
-
-
-@dataclass(frozen=True)
-class Table:
-    """A Delta table of the lakehouse: ``layer.short_name``, stored under the home's tables folder."""
-
-    layer: str
-    short_name: str
-    description: str
-    columns: tuple[Column, ...]
-    partition_by: tuple[str, ...] = ()
-    key: tuple[str, ...] = ()
-    append_only: bool = True
-    properties: dict[str, str] = field(default_factory=dict)
-    #: Columns maintenance Z-orders the files by (readers filter by them), beyond the partitioning.
-    zorder_by: tuple[str, ...] = ()
-    #: Columns Delta keeps no min/max statistics for: a received line may be megabytes long, and Delta's
-    #: writer copies the running maximum for every row it writes (a 10 MB line ahead of 200,000 short ones
-    #: cost minutes); nothing filters on them.
-    no_stats: tuple[str, ...] = ()
-
-    @property
-    def name(self) -> str:
-        return f"{self.layer}.{self.short_name}"
-
-    @property
-    def table_properties(self) -> dict[str, str]:
-        """The Delta table properties: ``properties``, and which columns get statistics when some do not."""
-        if not self.no_stats:
-            return dict(self.properties)
-        skipped = (*self.no_stats, *self.partition_by)  # partition values are in the log anyway
-        with_stats = ",".join(
-            c.name
-            for c in self.columns
-            if c.name not in skipped and not isinstance(c.type, BooleanType | BinaryType | ArrayType)
-        )
-        return {**self.properties, "delta.dataSkippingStatsColumns": with_stats}
-
-    @property
-    def schema(self) -> StructType:
-        return StructType([StructField(c.name, c.type, c.nullable) for c in self.columns])
-
-    @property
-    def column_names(self) -> list[str]:
-        return [c.name for c in self.columns]
-
-    def path(self, settings: Settings) -> Path:
-        return settings.tables_dir / self.layer / self.short_name
+__all__ = ["MONEY", "Column", "Table"]
 
 
 def _source_position_columns() -> tuple[Column, ...]:
@@ -195,9 +134,9 @@ def user_spend_table(settings: Settings) -> Table:
     """Per user and tumbling event-time window; the name carries the window length (default 5m)."""
     return Table(
         layer="gold",
-        short_name=f"user_spend_{settings.window_minutes}m",
+        short_name=f"user_spend_{settings.windows.minutes}m",
         description=(
-            f"Per user, per tumbling {settings.window_minutes}-minute event-time window: exact spend and "
+            f"Per user, per tumbling {settings.windows.minutes}-minute event-time window: exact spend and "
             "count, revised as events arrive; final once the watermark passes window end + lateness."
         ),
         columns=(
@@ -224,14 +163,14 @@ def hopping_spend_table(settings: Settings) -> Table:
     """Per user and hopping event-time window (default 1 h every 5 min): the sum of the tumbling windows
     it covers, so it sees an event exactly when its tumbling window does (late ones after
     reconciliation); final once the watermark passes window end + lateness."""
-    size, slide = settings.hopping_size_minutes, settings.hopping_slide_minutes
+    size, slide = settings.windows.hopping_size_minutes, settings.windows.hopping_slide_minutes
     spend = user_spend_table(settings)
     return Table(
         layer="gold",
         short_name=f"user_spend_{_minutes_name(size)}_hopping",
         description=(
             f"Per user, per hopping {size}-minute event-time window starting every {slide} minutes: exact "
-            f"spend and count (the sum of the {settings.window_minutes}-minute windows it covers), revised as "
+            f"spend and count (the sum of the {settings.windows.minutes}-minute windows it covers), revised as "
             "they change; final once the watermark passes window end + lateness."
         ),
         columns=spend.columns,
@@ -243,7 +182,7 @@ def hopping_spend_table(settings: Settings) -> Table:
 
 def user_sessions_table(settings: Settings) -> Table:
     """Per user, session windows of event time (default 30-minute gap); see transforms.gold.sessions."""
-    gap = settings.session_gap_minutes
+    gap = settings.windows.session_gap_minutes
     return Table(
         layer="gold",
         short_name="user_sessions",
@@ -272,7 +211,7 @@ def user_sessions_table(settings: Settings) -> Table:
 
 def user_spend_global_table(settings: Settings) -> Table:
     """Per user, one global window (all of time) with a count trigger; see transforms.gold.global_windows."""
-    every = settings.global_trigger_count
+    every = settings.windows.global_trigger_count
     return Table(
         layer="gold",
         short_name="user_spend_global",
@@ -304,8 +243,8 @@ def firings_table(settings: Settings) -> Table:
         short_name=f"{spend.short_name}_firings",
         description=(
             f"Every firing of {spend.name}'s windows as a downstream consumer receives it: trigger "
-            f"{settings.firing_trigger} (early: partial results each micro-batch; watermark: one on-time "
-            f"result), late firings as new revisions, in {settings.accumulation} mode (accumulating: the whole "
+            f"{settings.windows.firing_trigger} (early: partial results each micro-batch; watermark: one on-time "
+            f"result), late firings as new revisions, in {settings.windows.accumulation} mode (accumulating: the whole "
             "value; discarding: the change since the previous firing; retracting: the previous value "
             "retracted, then the new one)."
         ),

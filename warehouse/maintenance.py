@@ -93,7 +93,7 @@ def maintain_table(spark: SparkSession, settings: Settings, table: Table) -> Tab
         retry_conflicts(lambda: optimizer.executeZOrderBy(*zorder_by) if zorder_by else optimizer.executeCompaction())
     optimized = time.monotonic()
     if files_on_disk(path) > live_files(path):
-        _vacuum(spark, delta, settings.vacuum_retention_hours)
+        _vacuum(spark, delta, settings.schedules.vacuum_retention_hours)
     vacuumed = time.monotonic()
     if latest_version(path / "_delta_log") > _last_checkpoint(path):
         # The next reader starts from one file instead of replaying JSON commits, and log entries older

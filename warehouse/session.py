@@ -13,10 +13,10 @@ from warehouse.settings import Settings, SettingsError
 
 def delta_jars(settings: Settings) -> list[Path]:
     """The Delta jars fetched once by the set-up into the jars cache."""
-    jars = sorted(settings.jars_dir.glob("*.jar"))
+    jars = sorted(settings.spark.jars_dir.glob("*.jar"))
     if not any(j.name.startswith("delta-spark_") for j in jars):
         raise SettingsError(
-            f"LAKEHOUSE_JARS_DIR={settings.jars_dir} holds no Delta jars: run `make setup` to fetch them"
+            f"LAKEHOUSE_JARS_DIR={settings.spark.jars_dir} holds no Delta jars: run `make setup` to fetch them"
         )
     return jars
 
@@ -31,10 +31,10 @@ def spark_conf(settings: Settings, app_name: str = "lakehouse") -> dict[str, str
         "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
         "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
         "spark.sql.session.timeZone": "UTC",
-        "spark.sql.shuffle.partitions": str(settings.shuffle_partitions),
-        "spark.default.parallelism": str(max(2, settings.shuffle_partitions)),
-        "spark.driver.memory": settings.driver_memory,
-        "spark.ui.enabled": str(settings.spark_ui).lower(),
+        "spark.sql.shuffle.partitions": str(settings.spark.shuffle_partitions),
+        "spark.default.parallelism": str(max(2, settings.spark.shuffle_partitions)),
+        "spark.driver.memory": settings.spark.driver_memory,
+        "spark.ui.enabled": str(settings.spark.ui).lower(),
         "spark.ui.showConsoleProgress": "false",
         "spark.driver.bindAddress": "127.0.0.1",
         "spark.driver.host": "127.0.0.1",
@@ -55,7 +55,7 @@ def spark_conf(settings: Settings, app_name: str = "lakehouse") -> dict[str, str
         "spark.databricks.delta.properties.defaults.checkpointInterval": "100",
         "spark.sql.adaptive.enabled": "true",
         # File listings (VACUUM's, the file source's) ran up to 10,000 tasks: 80 s for an empty table.
-        "spark.sql.sources.parallelPartitionDiscovery.parallelism": str(max(2, settings.shuffle_partitions)),
+        "spark.sql.sources.parallelPartitionDiscovery.parallelism": str(max(2, settings.spark.shuffle_partitions)),
     }
 
 
@@ -69,9 +69,9 @@ def driver_jvm_options(settings: Settings) -> list[str]:
     # Spark walks a parsed JSON document recursively (its schema, its canonical text): a line nested 999
     # deep, which the event rules accept, overflowed the default 1 MB thread stack and killed the JVM.
     options = ["-Xss8m"]
-    if settings.class_archive is not None and settings.class_archive.is_file():
-        options.append(f"-XX:SharedArchiveFile={settings.class_archive}")
-    options.extend(settings.jvm_options.split())
+    if settings.spark.class_archive is not None and settings.spark.class_archive.is_file():
+        options.append(f"-XX:SharedArchiveFile={settings.spark.class_archive}")
+    options.extend(settings.spark.jvm_options.split())
     return options
 
 
@@ -92,7 +92,7 @@ def spark_session(settings: Settings, app_name: str = "lakehouse") -> SparkSessi
     builder = SparkSession.builder
     for key, value in spark_conf(settings, app_name).items():
         builder = builder.config(key, value)
-    with _jvm_output(None if settings.verbose else spark_log(settings)):
+    with _jvm_output(None if settings.spark.verbose else spark_log(settings)):
         spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
     return spark

@@ -1,16 +1,20 @@
 """Settings: where the lakehouse lives and the event-time parameters every stream shares.
 
-Everything is read from the environment (``LAKEHOUSE_*``) and validated once; a bad value stops with
-one readable line naming the variable (:class:`SettingsError`).
+Everything is read from the environment (``LAKEHOUSE_*``). The settings come in small frozen groups
+(``windows``, ``watermarks``, ``streams``, ``spark``, ``schedules``, ``kafka``, ``quality``) under
+:class:`Settings`; each field names its variable and its kind (:func:`_var`), which say how the variable is
+read and which values it allows. Every group checks itself when it is built, from the environment or by
+``dataclasses.replace``: a bad value stops with one readable line naming the variable (:class:`SettingsError`).
 """
 
 import os
 import re
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, fields
 from datetime import date, timedelta
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 from pathlib import Path
+from typing import Any, Self
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_HOME = REPO_ROOT / ".lakehouse"
@@ -18,6 +22,16 @@ DEFAULT_JARS_DIR = REPO_ROOT / ".cache" / "jars"
 DEFAULT_KAFKA_BROKER_JARS_DIR = REPO_ROOT / ".cache" / "kafka-broker"
 #: The driver JVM's class-data archive, built by the set-up (scripts/class_archive.py).
 DEFAULT_CLASS_ARCHIVE = REPO_ROOT / ".cache" / "jvm" / "spark-classes.jsa"
+#: ``LAKEHOUSE_KAFKA_OPTION_<NAME>`` passes ``kafka.<name>`` (lower case, ``_`` → ``.``) to every Kafka client.
+KAFKA_OPTION_PREFIX = "LAKEHOUSE_KAFKA_OPTION_"
+FIRING_TRIGGERS = ("early", "watermark")
+ACCUMULATION_MODES = ("accumulating", "discarding", "retracting")
+#: The gold outputs beyond ``user_spend_5m`` (and its corrections and late events), each a table kept by the
+#: streams: hopping windows, sessions, global windows, the firings log, orders ⋈ payments, fraud alerts and
+#: unique URLs. ``LAKEHOUSE_GOLD_OUTPUTS`` picks some; a table left out is not written, not rebuilt by a
+#: replay, and not an asset, so none of its cost is paid.
+GOLD_OUTPUTS = ("hopping", "sessions", "global", "firings", "order_payments", "fraud_alerts", "unique_urls")
+DAY_MINUTES = 24 * 60
 
 
 class SettingsError(ValueError):
@@ -25,52 +39,227 @@ class SettingsError(ValueError):
 
 
 @dataclass(frozen=True)
-class QualitySettings:
-    """Thresholds of the data-quality suites (``LAKEHOUSE_DQ_*``).
+class _Kind:
+    """How one kind of setting is read from its variable's text (stripped) and which values it allows.
 
-    The amount bounds, the future tolerance and the event types are rules of ``silver.events`` (blocking);
-    freshness, late rate and quarantine rate only warn unless ``warnings_block`` is set.
+    A value it does not allow stops with ``<VARIABLE> must <must>, got <value>``; text ``parse`` cannot read
+    (it raises ValueError, ArithmeticError or LookupError) says ``unreadable`` instead, when given.
     """
 
-    amount_min: Decimal = Decimal("-1000000.00")
-    amount_max: Decimal = Decimal("1000000.00")
-    future_tolerance_seconds: int = 300
-    event_types: tuple[str, ...] = ()
-    freshness_seconds: int = 900
-    max_late_rate: float = 0.05
-    max_quarantine_rate: float = 0.05
-    warnings_block: bool = False
-    cron: str = "0 * * * *"
+    parse: Callable[[str], Any]
+    ok: Callable[[Any], bool]
+    must: str
+    unreadable: str | None = None
+    #: What the message shows of the variable's raw text.
+    shown: Callable[[str], str] = lambda raw: raw
+    #: Whether a variable set to blank text keeps the default (else the blank text is parsed).
+    blank_is_default: bool = True
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _choice(choices: tuple[str, ...]) -> _Kind:
+    return _Kind(str, lambda v: v in choices, f"be one of {', '.join(choices)}", shown=str.strip)
+
+
+def _pattern(regex: str, must: str) -> _Kind:
+    return _Kind(str, lambda v: isinstance(v, str) and re.fullmatch(regex, v) is not None, must, shown=str.strip)
+
+
+def _names(text: str) -> tuple[str, ...]:
+    names = tuple(part.strip() for part in text.split(",") if part.strip())
+    if not names:
+        raise ValueError(text)
+    return names
+
+
+def _gold_outputs(text: str) -> frozenset[str]:
+    if text in {"all", "none"}:
+        return frozenset(GOLD_OUTPUTS if text == "all" else ())
+    names = frozenset(_names(text))
+    if names - set(GOLD_OUTPUTS):
+        raise ValueError(text)
+    return names
+
+
+def _optional_path(text: str) -> Path | None:
+    """Set to blank text (or ``none``, ``off``), a path setting turns its feature off."""
+    return None if text.lower() in {"", "none", "off"} else Path(text).expanduser().resolve()
+
+
+_TRUTH = {"1": True, "true": True, "yes": True, "on": True, "0": False, "false": False, "no": False, "off": False}
+_SERVER = r"[A-Za-z0-9_.\-\[\]:]+:\d{1,5}"
+
+POSITIVE_INT = _Kind(int, lambda v: _is_int(v) and v > 0, "be a positive whole number", "be a whole number")
+NON_NEGATIVE_INT = _Kind(
+    int, lambda v: _is_int(v) and v >= 0, "be zero or a positive whole number", "be a whole number"
+)
+BOOLEAN = _Kind(lambda text: _TRUTH[text.lower()], lambda v: isinstance(v, bool), "be true or false")
+CRON = _Kind(
+    lambda text: " ".join(text.split()),
+    lambda v: isinstance(v, str) and len(v.split()) == 5 and all(re.fullmatch(r"[0-9*/,-]+", f) for f in v.split()),
+    "be a five-field cron expression such as '*/15 * * * *'",
+    shown=str.strip,
+)
+MEMORY = _Kind(
+    str.lower,
+    lambda v: isinstance(v, str) and re.fullmatch(r"[0-9]+[mg]", v) is not None,
+    "look like 512m or 4g",
+    shown=lambda raw: raw.strip().lower(),
+)
+DATE = _Kind(date.fromisoformat, lambda v: isinstance(v, date), "be a date like 2024-01-01")
+DECIMAL = _Kind(
+    Decimal,
+    lambda v: isinstance(v, Decimal) and v.is_finite(),
+    "be a finite decimal number",
+    "be a decimal number such as 1000000.00",
+)
+RATE = _Kind(
+    float,
+    lambda v: isinstance(v, int | float) and not isinstance(v, bool) and 0.0 <= v <= 1.0,
+    "be a fraction between 0 and 1 such as 0.05",
+)
+NAMES = _Kind(
+    _names,
+    lambda v: isinstance(v, tuple) and all(isinstance(n, str) and n.strip() for n in v),
+    "be a comma-separated list such as 'purchase,click'",
+)
+GOLD_OUTPUT_NAMES = _Kind(
+    _gold_outputs,
+    lambda v: isinstance(v, frozenset) and v <= set(GOLD_OUTPUTS),
+    f"be all, none or a comma-separated list of {', '.join(GOLD_OUTPUTS)}",
+    shown=str.strip,
+)
+PATH = _Kind(lambda text: Path(text).expanduser().resolve(), lambda v: isinstance(v, Path), "be a path")
+OPTIONAL_PATH = _Kind(
+    _optional_path, lambda v: v is None or isinstance(v, Path), "be a path or none", blank_is_default=False
+)
+TEXT = _Kind(str, lambda v: isinstance(v, str), "be text")
+SERVERS = _pattern(rf"{_SERVER}(,{_SERVER})*", "be host:port[,host:port…]")
+TOPIC = _pattern(r"[A-Za-z0-9._-]{1,249}", "be a Kafka topic name such as 'events'")
+OFFSETS = _pattern(r"(?s)earliest|latest|\{.*", "be earliest, latest or Spark's JSON offsets")
+
+
+def _read(env: Mapping[str, str], name: str, kind: _Kind, default: Any) -> Any:
+    """The value of the variable ``name``: ``default`` when unset (or blank), else its text read and checked."""
+    raw = env.get(name)
+    if raw is None or (kind.blank_is_default and not raw.strip()):
+        return default
+    try:
+        value = kind.parse(raw.strip())
+    except (ValueError, ArithmeticError, LookupError):
+        raise SettingsError(f"{name} must {kind.unreadable or kind.must}, got {kind.shown(raw)!r}") from None
+    if not kind.ok(value):
+        raise SettingsError(f"{name} must {kind.must}, got {kind.shown(raw)!r}")
+    return value
+
+
+def _var(name: str, kind: _Kind) -> dict[str, Any]:
+    """A field's metadata: it is read from the variable ``name`` as ``kind`` says, and checked whenever its
+    group is built."""
+    return {"env": name, "kind": kind}
+
+
+class _Group:
+    """A group of settings: its fields whose metadata is :func:`_var` are read by ``from_env`` and checked on
+    construction (``__post_init__``, which groups extend with their rules across fields)."""
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if "env" in f.metadata and not f.metadata["kind"].ok(value):
+                raise SettingsError(f"{f.metadata['env']} must {f.metadata['kind'].must}, got {value!r}")
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str]) -> "QualitySettings":
-        quality = cls(
-            amount_min=_decimal(env, "LAKEHOUSE_DQ_AMOUNT_MIN", cls.amount_min),
-            amount_max=_decimal(env, "LAKEHOUSE_DQ_AMOUNT_MAX", cls.amount_max),
-            future_tolerance_seconds=_non_negative_int(
-                env, "LAKEHOUSE_DQ_FUTURE_TOLERANCE_SECONDS", cls.future_tolerance_seconds
-            ),
-            event_types=_names(env, "LAKEHOUSE_DQ_EVENT_TYPES"),
-            freshness_seconds=_positive_int(env, "LAKEHOUSE_DQ_FRESHNESS_SECONDS", cls.freshness_seconds),
-            max_late_rate=_rate(env, "LAKEHOUSE_DQ_MAX_LATE_RATE", cls.max_late_rate),
-            max_quarantine_rate=_rate(env, "LAKEHOUSE_DQ_MAX_QUARANTINE_RATE", cls.max_quarantine_rate),
-            warnings_block=_boolean(env, "LAKEHOUSE_DQ_WARNINGS_BLOCK", cls.warnings_block),
-            cron=_cron(env, "LAKEHOUSE_DQ_CRON", cls.cron),
-        )
-        if quality.amount_min > quality.amount_max:
-            raise SettingsError(
-                f"LAKEHOUSE_DQ_AMOUNT_MIN ({quality.amount_min}) must not exceed LAKEHOUSE_DQ_AMOUNT_MAX "
-                f"({quality.amount_max})"
-            )
-        return quality
+    def _read_fields(cls, env: Mapping[str, str], **defaults: Any) -> dict[str, Any]:
+        """The fields read from their variables, unset ones at their default (or the one given here)."""
+        return {
+            f.name: _read(env, f.metadata["env"], f.metadata["kind"], defaults.get(f.name, f.default))
+            for f in fields(cls)
+            if "env" in f.metadata
+        }
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> Self:
+        """Read and check the group's variables; unset ones keep their defaults."""
+        return cls(**cls._read_fields(env))
 
 
 @dataclass(frozen=True)
-class WatermarkSettings:
-    """How the windowing stream's watermark moves (``LAKEHOUSE_WATERMARK_*``); the fixed delay itself is
-    ``Settings.watermark_delay_seconds``.
+class WindowSettings(_Group):
+    """The gold windows and their firings.
 
-    - ``policy="fixed"``: watermark = max event time seen - the fixed delay.
+    Gold windows are tumbling ``minutes`` long and aligned to the UTC epoch; a window is closed (final) once the
+    watermark (:class:`WatermarkSettings`) has passed ``window_end + allowed_lateness``.
+    """
+
+    minutes: int = field(default=5, metadata=_var("LAKEHOUSE_WINDOW_MINUTES", POSITIVE_INT))
+    #: Hopping windows (``gold.user_spend_<size>_hopping``): ``hopping_size_minutes`` long, a new one every
+    #: ``hopping_slide_minutes``; sums of whole tumbling windows, so the slide is a multiple of them. Unset, they
+    #: follow a longer tumbling window (slide = it, size = the hour rounded up to it): see :meth:`from_env`.
+    hopping_size_minutes: int = field(default=60, metadata=_var("LAKEHOUSE_HOPPING_SIZE_MINUTES", POSITIVE_INT))
+    hopping_slide_minutes: int = field(default=5, metadata=_var("LAKEHOUSE_HOPPING_SLIDE_MINUTES", POSITIVE_INT))
+    #: Session windows (``gold.user_sessions``): events at most this far apart form one session.
+    session_gap_minutes: int = field(default=30, metadata=_var("LAKEHOUSE_SESSION_GAP_MINUTES", POSITIVE_INT))
+    #: Global windows (``gold.user_spend_global``): per user, one window over all of time whose count trigger
+    #: fires every ``global_trigger_count`` events.
+    global_trigger_count: int = field(default=100, metadata=_var("LAKEHOUSE_GLOBAL_TRIGGER_COUNT", POSITIVE_INT))
+    #: What ``gold.user_spend_<n>m_firings`` emits: ``early`` (every micro-batch that changes a window, partial
+    #: results marked non-final, at the streams' trigger cadence) or ``watermark`` (one on-time result when the
+    #: watermark closes the window, then late firings); each firing as ``accumulating`` (the window's value),
+    #: ``discarding`` (only the change since the previous firing) or ``retracting`` (the previous value
+    #: retracted, then the new one).
+    firing_trigger: str = field(default="early", metadata=_var("LAKEHOUSE_FIRING_TRIGGER", _choice(FIRING_TRIGGERS)))
+    accumulation: str = field(
+        default="accumulating", metadata=_var("LAKEHOUSE_ACCUMULATION", _choice(ACCUMULATION_MODES))
+    )
+    allowed_lateness_seconds: int = field(
+        default=60, metadata=_var("LAKEHOUSE_ALLOWED_LATENESS_SECONDS", NON_NEGATIVE_INT)
+    )
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if DAY_MINUTES % self.minutes:
+            raise SettingsError(
+                f"LAKEHOUSE_WINDOW_MINUTES must divide a day (1440 minutes) so windows align to UTC days, "
+                f"got {self.minutes}"
+            )
+        if self.hopping_slide_minutes % self.minutes:
+            raise SettingsError(
+                f"LAKEHOUSE_HOPPING_SLIDE_MINUTES must be a multiple of LAKEHOUSE_WINDOW_MINUTES "
+                f"({self.minutes}): hopping windows are sums of tumbling ones, got {self.hopping_slide_minutes}"
+            )
+        if self.hopping_size_minutes % self.hopping_slide_minutes or DAY_MINUTES % self.hopping_slide_minutes:
+            raise SettingsError(
+                f"LAKEHOUSE_HOPPING_SIZE_MINUTES must be a multiple of LAKEHOUSE_HOPPING_SLIDE_MINUTES "
+                f"({self.hopping_slide_minutes}), which must divide a day, got {self.hopping_size_minutes}"
+            )
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> Self:
+        minutes = _read(env, "LAKEHOUSE_WINDOW_MINUTES", POSITIVE_INT, cls.minutes)
+        # Unset, the hopping windows follow a longer tumbling window: slide = it, size = the hour rounded up.
+        slide = cls.hopping_slide_minutes if cls.hopping_slide_minutes % minutes == 0 else minutes
+        size = -(-cls.hopping_size_minutes // slide) * slide
+        return cls(**cls._read_fields(env, hopping_slide_minutes=slide, hopping_size_minutes=size))
+
+    @property
+    def length(self) -> timedelta:
+        """How long a tumbling window is."""
+        return timedelta(minutes=self.minutes)
+
+    @property
+    def allowed_lateness(self) -> timedelta:
+        return timedelta(seconds=self.allowed_lateness_seconds)
+
+
+@dataclass(frozen=True)
+class WatermarkSettings(_Group):
+    """How the windowing stream's watermark moves (``LAKEHOUSE_WATERMARK_*``).
+
+    - ``policy="fixed"``: watermark = max event time seen - ``delay_seconds``.
     - ``policy="adaptive"``: the delay is the ``percentile`` of observed event-time lag (how far behind
       the max event time seen before its batch an event arrives) over the batches whose max event time
       lies within ``horizon_seconds`` of the newest, clamped to ``[min_delay_seconds,
@@ -83,69 +272,106 @@ class WatermarkSettings:
     The watermark never moves back, whatever the policy.
     """
 
-    policy: str = "fixed"
-    percentile: float = 0.99
-    horizon_seconds: int = 3600
-    min_delay_seconds: int = 10
-    max_delay_seconds: int = 900
-    idle_seconds: int = 0
-    idle_max_advance_seconds: int = 3600
+    delay_seconds: int = field(default=120, metadata=_var("LAKEHOUSE_WATERMARK_DELAY_SECONDS", NON_NEGATIVE_INT))
+    policy: str = field(default="fixed", metadata=_var("LAKEHOUSE_WATERMARK_POLICY", _choice(("fixed", "adaptive"))))
+    percentile: float = field(default=0.99, metadata=_var("LAKEHOUSE_WATERMARK_PERCENTILE", RATE))
+    horizon_seconds: int = field(default=3600, metadata=_var("LAKEHOUSE_WATERMARK_HORIZON_SECONDS", POSITIVE_INT))
+    min_delay_seconds: int = field(default=10, metadata=_var("LAKEHOUSE_WATERMARK_MIN_DELAY_SECONDS", NON_NEGATIVE_INT))
+    max_delay_seconds: int = field(
+        default=900, metadata=_var("LAKEHOUSE_WATERMARK_MAX_DELAY_SECONDS", NON_NEGATIVE_INT)
+    )
+    idle_seconds: int = field(default=0, metadata=_var("LAKEHOUSE_WATERMARK_IDLE_SECONDS", NON_NEGATIVE_INT))
+    idle_max_advance_seconds: int = field(
+        default=3600, metadata=_var("LAKEHOUSE_WATERMARK_IDLE_MAX_ADVANCE_SECONDS", NON_NEGATIVE_INT)
+    )
 
-    @classmethod
-    def from_env(cls, env: Mapping[str, str]) -> "WatermarkSettings":
-        marks = cls(
-            policy=_choice(env, "LAKEHOUSE_WATERMARK_POLICY", cls.policy, ("fixed", "adaptive")),
-            percentile=_rate(env, "LAKEHOUSE_WATERMARK_PERCENTILE", cls.percentile),
-            horizon_seconds=_positive_int(env, "LAKEHOUSE_WATERMARK_HORIZON_SECONDS", cls.horizon_seconds),
-            min_delay_seconds=_non_negative_int(env, "LAKEHOUSE_WATERMARK_MIN_DELAY_SECONDS", cls.min_delay_seconds),
-            max_delay_seconds=_non_negative_int(env, "LAKEHOUSE_WATERMARK_MAX_DELAY_SECONDS", cls.max_delay_seconds),
-            idle_seconds=_non_negative_int(env, "LAKEHOUSE_WATERMARK_IDLE_SECONDS", cls.idle_seconds),
-            idle_max_advance_seconds=_non_negative_int(
-                env, "LAKEHOUSE_WATERMARK_IDLE_MAX_ADVANCE_SECONDS", cls.idle_max_advance_seconds
-            ),
-        )
-        if marks.min_delay_seconds > marks.max_delay_seconds:
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.min_delay_seconds > self.max_delay_seconds:
             raise SettingsError(
-                f"LAKEHOUSE_WATERMARK_MIN_DELAY_SECONDS ({marks.min_delay_seconds}) must not exceed "
-                f"LAKEHOUSE_WATERMARK_MAX_DELAY_SECONDS ({marks.max_delay_seconds})"
+                f"LAKEHOUSE_WATERMARK_MIN_DELAY_SECONDS ({self.min_delay_seconds}) must not exceed "
+                f"LAKEHOUSE_WATERMARK_MAX_DELAY_SECONDS ({self.max_delay_seconds})"
             )
-        return marks
 
-
-#: ``LAKEHOUSE_KAFKA_OPTION_<NAME>`` passes ``kafka.<name>`` (lower case, ``_`` → ``.``) to every Kafka client.
-KAFKA_OPTION_PREFIX = "LAKEHOUSE_KAFKA_OPTION_"
+    @property
+    def delay(self) -> timedelta:
+        """The fixed delay (``delay_seconds``)."""
+        return timedelta(seconds=self.delay_seconds)
 
 
 @dataclass(frozen=True)
-class KafkaSettings:
+class StreamSettings(_Group):
+    """Where the streams read and at what cadence."""
+
+    #: Where ``run`` reads bronze's lines by default: ``landing`` or ``kafka``.
+    source: str = field(default="landing", metadata=_var("LAKEHOUSE_SOURCE", _choice(("landing", "kafka"))))
+    trigger_interval_seconds: int = field(default=2, metadata=_var("LAKEHOUSE_TRIGGER_INTERVAL_SECONDS", POSITIVE_INT))
+    max_files_per_trigger: int = field(default=50, metadata=_var("LAKEHOUSE_MAX_FILES_PER_TRIGGER", POSITIVE_INT))
+    #: A received line longer than this many bytes is kept in bronze and quarantined (``line_too_long``)
+    #: without being parsed: what one line may cost the parser is bounded.
+    max_line_bytes: int = field(default=1_048_576, metadata=_var("LAKEHOUSE_MAX_LINE_BYTES", POSITIVE_INT))
+    #: Stream progress rows are appended to ops.stream_progress at most this often (and when a run ends).
+    progress_flush_seconds: int = field(default=10, metadata=_var("LAKEHOUSE_PROGRESS_FLUSH_SECONDS", POSITIVE_INT))
+
+
+@dataclass(frozen=True)
+class SparkSettings(_Group):
+    """The Spark session and its driver JVM."""
+
+    shuffle_partitions: int = field(default=4, metadata=_var("LAKEHOUSE_SHUFFLE_PARTITIONS", POSITIVE_INT))
+    driver_memory: str = field(default="4g", metadata=_var("LAKEHOUSE_DRIVER_MEMORY", MEMORY))
+    ui: bool = field(default=False, metadata=_var("LAKEHOUSE_SPARK_UI", BOOLEAN))
+    jars_dir: Path = field(default=DEFAULT_JARS_DIR, metadata=_var("LAKEHOUSE_JARS_DIR", PATH))
+    #: The driver JVM starts from this class-data archive when it exists (None: never).
+    class_archive: Path | None = field(
+        default=DEFAULT_CLASS_ARCHIVE, metadata=_var("LAKEHOUSE_JVM_CLASS_ARCHIVE", OPTIONAL_PATH)
+    )
+    #: Extra options for the driver JVM, e.g. ``-Xss4m``.
+    jvm_options: str = field(default="", metadata=_var("LAKEHOUSE_JVM_OPTIONS", TEXT))
+    #: Spark's own log lines go to ``home/logs/spark.log``; verbose keeps them on the terminal too.
+    verbose: bool = field(default=False, metadata=_var("LAKEHOUSE_VERBOSE", BOOLEAN))
+
+
+@dataclass(frozen=True)
+class ScheduleSettings(_Group):
+    """The Dagster schedules: reconciliation, and maintenance (OPTIMIZE small files, VACUUM files unreferenced
+    for ``vacuum_retention_hours``); the daily sweep's partitions start at ``sweep_start_date``."""
+
+    reconcile_cron: str = field(default="*/15 * * * *", metadata=_var("LAKEHOUSE_RECONCILE_CRON", CRON))
+    maintenance_cron: str = field(default="7 * * * *", metadata=_var("LAKEHOUSE_MAINTENANCE_CRON", CRON))
+    sweep_start_date: date = field(default=date(2024, 1, 1), metadata=_var("LAKEHOUSE_SWEEP_START_DATE", DATE))
+    vacuum_retention_hours: int = field(
+        default=168, metadata=_var("LAKEHOUSE_VACUUM_RETENTION_HOURS", NON_NEGATIVE_INT)
+    )
+
+
+@dataclass(frozen=True)
+class KafkaSettings(_Group):
     """Where the Kafka source reads and the local broker listens (``LAKEHOUSE_KAFKA_*``).
 
     ``options`` are client settings for an external cluster (SASL, TLS, …) taken only from the
     environment; they may hold secrets, so nothing prints them (``redacted``).
     """
 
-    bootstrap_servers: str = "127.0.0.1:9092"
-    topic: str = "events"
-    partitions: int = 3
-    starting_offsets: str = "earliest"
-    max_offsets_per_trigger: int = 200_000
-    broker_timeout_seconds: int = 60
-    broker_jars_dir: Path = DEFAULT_KAFKA_BROKER_JARS_DIR
+    bootstrap_servers: str = field(
+        default="127.0.0.1:9092", metadata=_var("LAKEHOUSE_KAFKA_BOOTSTRAP_SERVERS", SERVERS)
+    )
+    topic: str = field(default="events", metadata=_var("LAKEHOUSE_KAFKA_TOPIC", TOPIC))
+    partitions: int = field(default=3, metadata=_var("LAKEHOUSE_KAFKA_PARTITIONS", POSITIVE_INT))
+    starting_offsets: str = field(default="earliest", metadata=_var("LAKEHOUSE_KAFKA_STARTING_OFFSETS", OFFSETS))
+    max_offsets_per_trigger: int = field(
+        default=200_000, metadata=_var("LAKEHOUSE_KAFKA_MAX_OFFSETS_PER_TRIGGER", POSITIVE_INT)
+    )
+    broker_timeout_seconds: int = field(
+        default=60, metadata=_var("LAKEHOUSE_KAFKA_BROKER_TIMEOUT_SECONDS", POSITIVE_INT)
+    )
+    broker_jars_dir: Path = field(
+        default=DEFAULT_KAFKA_BROKER_JARS_DIR, metadata=_var("LAKEHOUSE_KAFKA_BROKER_JARS_DIR", PATH)
+    )
     options: tuple[tuple[str, str], ...] = field(default=(), repr=False)
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str]) -> "KafkaSettings":
-        bootstrap = (env.get("LAKEHOUSE_KAFKA_BOOTSTRAP_SERVERS") or cls.bootstrap_servers).strip()
-        if not all(re.fullmatch(r"[A-Za-z0-9_.\-\[\]:]+:\d{1,5}", server) for server in bootstrap.split(",")):
-            raise SettingsError(f"LAKEHOUSE_KAFKA_BOOTSTRAP_SERVERS must be host:port[,host:port…], got {bootstrap!r}")
-        topic = (env.get("LAKEHOUSE_KAFKA_TOPIC") or cls.topic).strip()
-        if not re.fullmatch(r"[A-Za-z0-9._-]{1,249}", topic):
-            raise SettingsError(f"LAKEHOUSE_KAFKA_TOPIC must be a Kafka topic name such as 'events', got {topic!r}")
-        starting = (env.get("LAKEHOUSE_KAFKA_STARTING_OFFSETS") or cls.starting_offsets).strip()
-        if starting not in {"earliest", "latest"} and not starting.startswith("{"):
-            raise SettingsError(
-                f"LAKEHOUSE_KAFKA_STARTING_OFFSETS must be earliest, latest or Spark's JSON offsets, got {starting!r}"
-            )
+    def from_env(cls, env: Mapping[str, str]) -> Self:
         options = tuple(
             sorted(
                 (name[len(KAFKA_OPTION_PREFIX) :].lower().replace("_", "."), value)
@@ -153,22 +379,7 @@ class KafkaSettings:
                 if name.startswith(KAFKA_OPTION_PREFIX) and len(name) > len(KAFKA_OPTION_PREFIX)
             )
         )
-        return cls(
-            bootstrap_servers=bootstrap,
-            topic=topic,
-            partitions=_positive_int(env, "LAKEHOUSE_KAFKA_PARTITIONS", cls.partitions),
-            starting_offsets=starting,
-            max_offsets_per_trigger=_positive_int(
-                env, "LAKEHOUSE_KAFKA_MAX_OFFSETS_PER_TRIGGER", cls.max_offsets_per_trigger
-            ),
-            broker_timeout_seconds=_positive_int(
-                env, "LAKEHOUSE_KAFKA_BROKER_TIMEOUT_SECONDS", cls.broker_timeout_seconds
-            ),
-            broker_jars_dir=Path(env.get("LAKEHOUSE_KAFKA_BROKER_JARS_DIR") or DEFAULT_KAFKA_BROKER_JARS_DIR)
-            .expanduser()
-            .resolve(),
-            options=options,
-        )
+        return cls(**cls._read_fields(env), options=options)
 
     @property
     def redacted(self) -> dict[str, str]:
@@ -182,92 +393,76 @@ class KafkaSettings:
         return host.strip("[]"), int(port)
 
 
-FIRING_TRIGGERS = ("early", "watermark")
-ACCUMULATION_MODES = ("accumulating", "discarding", "retracting")
-#: The gold outputs beyond ``user_spend_5m`` (and its corrections and late events), each a table kept by the
-#: streams: hopping windows, sessions, global windows, the firings log, orders ⋈ payments, fraud alerts and
-#: unique URLs. ``LAKEHOUSE_GOLD_OUTPUTS`` picks some; a table left out is not written, not rebuilt by a
-#: replay, and not an asset, so none of its cost is paid.
-GOLD_OUTPUTS = ("hopping", "sessions", "global", "firings", "order_payments", "fraud_alerts", "unique_urls")
+@dataclass(frozen=True)
+class QualitySettings(_Group):
+    """Thresholds of the data-quality suites (``LAKEHOUSE_DQ_*``).
+
+    The amount bounds, the future tolerance and the event types are rules of ``silver.events`` (blocking);
+    freshness, late rate and quarantine rate only warn unless ``warnings_block`` is set.
+    """
+
+    amount_min: Decimal = field(default=Decimal("-1000000.00"), metadata=_var("LAKEHOUSE_DQ_AMOUNT_MIN", DECIMAL))
+    amount_max: Decimal = field(default=Decimal("1000000.00"), metadata=_var("LAKEHOUSE_DQ_AMOUNT_MAX", DECIMAL))
+    future_tolerance_seconds: int = field(
+        default=300, metadata=_var("LAKEHOUSE_DQ_FUTURE_TOLERANCE_SECONDS", NON_NEGATIVE_INT)
+    )
+    event_types: tuple[str, ...] = field(default=(), metadata=_var("LAKEHOUSE_DQ_EVENT_TYPES", NAMES))
+    freshness_seconds: int = field(default=900, metadata=_var("LAKEHOUSE_DQ_FRESHNESS_SECONDS", POSITIVE_INT))
+    max_late_rate: float = field(default=0.05, metadata=_var("LAKEHOUSE_DQ_MAX_LATE_RATE", RATE))
+    max_quarantine_rate: float = field(default=0.05, metadata=_var("LAKEHOUSE_DQ_MAX_QUARANTINE_RATE", RATE))
+    warnings_block: bool = field(default=False, metadata=_var("LAKEHOUSE_DQ_WARNINGS_BLOCK", BOOLEAN))
+    cron: str = field(default="0 * * * *", metadata=_var("LAKEHOUSE_DQ_CRON", CRON))
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.amount_min > self.amount_max:
+            raise SettingsError(
+                f"LAKEHOUSE_DQ_AMOUNT_MIN ({self.amount_min}) must not exceed LAKEHOUSE_DQ_AMOUNT_MAX "
+                f"({self.amount_max})"
+            )
 
 
 @dataclass(frozen=True)
-class Settings:
-    """The lakehouse's configuration.
+class Settings(_Group):
+    """The lakehouse's configuration: its home, the gold outputs kept, and the groups.
 
-    Time semantics (the seeds' canonical pipeline): gold windows are tumbling ``window`` long and aligned
-    to the UTC epoch; the watermark is the maximum event time seen minus ``watermark_delay``; a window is
-    closed (final) once the watermark has passed ``window_end + allowed_lateness``.
+    Its own ``__post_init__`` (the fields' checks) is all it needs: no rule spans two groups.
     """
 
-    home: Path = DEFAULT_HOME
-    window_minutes: int = 5
-    #: Hopping windows (``gold.user_spend_<size>_hopping``): ``hopping_size_minutes`` long, a new one
-    #: every ``hopping_slide_minutes``; sums of whole tumbling windows, so the slide is a multiple of them.
-    hopping_size_minutes: int = 60
-    hopping_slide_minutes: int = 5
-    #: Session windows (``gold.user_sessions``): events at most this far apart form one session.
-    session_gap_minutes: int = 30
-    #: Global windows (``gold.user_spend_global``): per user, one window over all of time whose count
-    #: trigger fires every ``global_trigger_count`` events.
-    global_trigger_count: int = 100
-    #: What ``gold.user_spend_<n>m_firings`` emits: ``early`` (every micro-batch that changes a window, partial
-    #: results marked non-final, at the streams' trigger cadence) or ``watermark`` (one on-time result when the
-    #: watermark closes the window, then late firings); each firing as ``accumulating`` (the window's value),
-    #: ``discarding`` (only the change since the previous firing) or ``retracting`` (the previous value
-    #: retracted, then the new one).
-    firing_trigger: str = "early"
-    accumulation: str = "accumulating"
-    #: Which of :data:`GOLD_OUTPUTS` the streams keep (``LAKEHOUSE_GOLD_OUTPUTS``: ``all``, ``none`` or a
-    #: comma-separated list).
-    gold_outputs: frozenset[str] = frozenset(GOLD_OUTPUTS)
-    watermark_delay_seconds: int = 120
-    allowed_lateness_seconds: int = 60
-    trigger_interval_seconds: int = 2
-    max_files_per_trigger: int = 50
-    #: A received line longer than this many bytes is kept in bronze and quarantined (``line_too_long``)
-    #: without being parsed: what one line may cost the parser is bounded.
-    max_line_bytes: int = 1_048_576
-    shuffle_partitions: int = 4
-    driver_memory: str = "4g"
-    spark_ui: bool = False
-    jars_dir: Path = DEFAULT_JARS_DIR
-    #: The driver JVM starts from this class-data archive when it exists (None: never).
-    class_archive: Path | None = DEFAULT_CLASS_ARCHIVE
-    #: Extra options for the driver JVM (``LAKEHOUSE_JVM_OPTIONS``), e.g. ``-Xss4m``.
-    jvm_options: str = ""
-    reconcile_cron: str = "*/15 * * * *"
-    #: Stream progress rows are appended to ops.stream_progress at most this often (and when a run ends).
-    progress_flush_seconds: int = 10
-    #: Spark's own log lines go to ``home/logs/spark.log``; verbose keeps them on the terminal too.
-    verbose: bool = False
-    #: Maintenance: OPTIMIZE small files, VACUUM files unreferenced for this long, on this schedule.
-    vacuum_retention_hours: int = 168
-    maintenance_cron: str = "7 * * * *"
-    sweep_start_date: date = date(2024, 1, 1)
-    quality: QualitySettings = field(default_factory=QualitySettings)
-    #: Where ``run`` reads bronze's lines by default: ``landing`` or ``kafka``.
-    source: str = "landing"
-    kafka: KafkaSettings = field(default_factory=KafkaSettings)
+    home: Path = field(default=DEFAULT_HOME, metadata=_var("LAKEHOUSE_HOME", PATH))
+    #: Which of :data:`GOLD_OUTPUTS` the streams keep (``all``, ``none`` or a comma-separated list).
+    gold_outputs: frozenset[str] = field(
+        default=frozenset(GOLD_OUTPUTS), metadata=_var("LAKEHOUSE_GOLD_OUTPUTS", GOLD_OUTPUT_NAMES)
+    )
+    windows: WindowSettings = field(default_factory=WindowSettings)
     watermarks: WatermarkSettings = field(default_factory=WatermarkSettings)
+    streams: StreamSettings = field(default_factory=StreamSettings)
+    spark: SparkSettings = field(default_factory=SparkSettings)
+    schedules: ScheduleSettings = field(default_factory=ScheduleSettings)
+    kafka: KafkaSettings = field(default_factory=KafkaSettings)
+    quality: QualitySettings = field(default_factory=QualitySettings)
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> Self:
+        """Read and check every ``LAKEHOUSE_*`` variable (``os.environ`` by default); unset ones keep their
+        defaults."""
+        env = os.environ if env is None else env
+        return cls(
+            **cls._read_fields(env),
+            windows=WindowSettings.from_env(env),
+            watermarks=WatermarkSettings.from_env(env),
+            streams=StreamSettings.from_env(env),
+            spark=SparkSettings.from_env(env),
+            schedules=ScheduleSettings.from_env(env),
+            kafka=KafkaSettings.from_env(env),
+            quality=QualitySettings.from_env(env),
+        )
 
     def keeps(self, output: str) -> bool:
         """Whether the streams keep this gold output (one of :data:`GOLD_OUTPUTS`)."""
         if output not in GOLD_OUTPUTS:
             raise KeyError(f"{output!r} is not one of {', '.join(GOLD_OUTPUTS)}")
         return output in self.gold_outputs
-
-    @property
-    def window(self) -> timedelta:
-        return timedelta(minutes=self.window_minutes)
-
-    @property
-    def watermark_delay(self) -> timedelta:
-        return timedelta(seconds=self.watermark_delay_seconds)
-
-    @property
-    def allowed_lateness(self) -> timedelta:
-        return timedelta(seconds=self.allowed_lateness_seconds)
 
     @property
     def landing_dir(self) -> Path:
@@ -289,73 +484,6 @@ class Settings:
     def dagster_home(self) -> Path:
         return self.home / "dagster"
 
-    @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None) -> "Settings":
-        """Read and validate every ``LAKEHOUSE_*`` variable; unset ones keep their defaults."""
-        env = os.environ if env is None else env
-        home = Path(env.get("LAKEHOUSE_HOME") or DEFAULT_HOME).expanduser().resolve()
-        window = _positive_int(env, "LAKEHOUSE_WINDOW_MINUTES", cls.window_minutes)
-        # Unset, the hopping windows follow a longer tumbling window: slide = it, size = the hour rounded up.
-        slide = cls.hopping_slide_minutes if cls.hopping_slide_minutes % window == 0 else window
-        size = -(-cls.hopping_size_minutes // slide) * slide
-        settings = cls(
-            home=home,
-            window_minutes=_positive_int(env, "LAKEHOUSE_WINDOW_MINUTES", cls.window_minutes),
-            hopping_size_minutes=_positive_int(env, "LAKEHOUSE_HOPPING_SIZE_MINUTES", size),
-            hopping_slide_minutes=_positive_int(env, "LAKEHOUSE_HOPPING_SLIDE_MINUTES", slide),
-            session_gap_minutes=_positive_int(env, "LAKEHOUSE_SESSION_GAP_MINUTES", cls.session_gap_minutes),
-            global_trigger_count=_positive_int(env, "LAKEHOUSE_GLOBAL_TRIGGER_COUNT", cls.global_trigger_count),
-            firing_trigger=_choice(env, "LAKEHOUSE_FIRING_TRIGGER", cls.firing_trigger, FIRING_TRIGGERS),
-            accumulation=_choice(env, "LAKEHOUSE_ACCUMULATION", cls.accumulation, ACCUMULATION_MODES),
-            gold_outputs=_gold_outputs(env, "LAKEHOUSE_GOLD_OUTPUTS"),
-            watermark_delay_seconds=_non_negative_int(
-                env, "LAKEHOUSE_WATERMARK_DELAY_SECONDS", cls.watermark_delay_seconds
-            ),
-            allowed_lateness_seconds=_non_negative_int(
-                env, "LAKEHOUSE_ALLOWED_LATENESS_SECONDS", cls.allowed_lateness_seconds
-            ),
-            trigger_interval_seconds=_positive_int(
-                env, "LAKEHOUSE_TRIGGER_INTERVAL_SECONDS", cls.trigger_interval_seconds
-            ),
-            max_files_per_trigger=_positive_int(env, "LAKEHOUSE_MAX_FILES_PER_TRIGGER", cls.max_files_per_trigger),
-            max_line_bytes=_positive_int(env, "LAKEHOUSE_MAX_LINE_BYTES", cls.max_line_bytes),
-            shuffle_partitions=_positive_int(env, "LAKEHOUSE_SHUFFLE_PARTITIONS", cls.shuffle_partitions),
-            driver_memory=_memory(env, "LAKEHOUSE_DRIVER_MEMORY", cls.driver_memory),
-            spark_ui=_boolean(env, "LAKEHOUSE_SPARK_UI", cls.spark_ui),
-            jars_dir=Path(env.get("LAKEHOUSE_JARS_DIR") or DEFAULT_JARS_DIR).expanduser().resolve(),
-            class_archive=_optional_path(env, "LAKEHOUSE_JVM_CLASS_ARCHIVE", DEFAULT_CLASS_ARCHIVE),
-            jvm_options=(env.get("LAKEHOUSE_JVM_OPTIONS") or "").strip(),
-            reconcile_cron=_cron(env, "LAKEHOUSE_RECONCILE_CRON", cls.reconcile_cron),
-            progress_flush_seconds=_positive_int(env, "LAKEHOUSE_PROGRESS_FLUSH_SECONDS", cls.progress_flush_seconds),
-            verbose=_boolean(env, "LAKEHOUSE_VERBOSE", cls.verbose),
-            vacuum_retention_hours=_non_negative_int(
-                env, "LAKEHOUSE_VACUUM_RETENTION_HOURS", cls.vacuum_retention_hours
-            ),
-            maintenance_cron=_cron(env, "LAKEHOUSE_MAINTENANCE_CRON", cls.maintenance_cron),
-            sweep_start_date=_date(env, "LAKEHOUSE_SWEEP_START_DATE", cls.sweep_start_date),
-            quality=QualitySettings.from_env(env),
-            source=_choice(env, "LAKEHOUSE_SOURCE", cls.source, ("landing", "kafka")),
-            kafka=KafkaSettings.from_env(env),
-            watermarks=WatermarkSettings.from_env(env),
-        )
-        if (24 * 60) % settings.window_minutes:
-            raise SettingsError(
-                f"LAKEHOUSE_WINDOW_MINUTES must divide a day (1440 minutes) so windows align to UTC days, "
-                f"got {settings.window_minutes}"
-            )
-        if settings.hopping_slide_minutes % settings.window_minutes:
-            raise SettingsError(
-                f"LAKEHOUSE_HOPPING_SLIDE_MINUTES must be a multiple of LAKEHOUSE_WINDOW_MINUTES "
-                f"({settings.window_minutes}): hopping windows are sums of tumbling ones, got "
-                f"{settings.hopping_slide_minutes}"
-            )
-        if settings.hopping_size_minutes % settings.hopping_slide_minutes or (24 * 60) % settings.hopping_slide_minutes:
-            raise SettingsError(
-                f"LAKEHOUSE_HOPPING_SIZE_MINUTES must be a multiple of LAKEHOUSE_HOPPING_SLIDE_MINUTES "
-                f"({settings.hopping_slide_minutes}), which must divide a day, got {settings.hopping_size_minutes}"
-            )
-        return settings
-
     @property
     def logs_dir(self) -> Path:
         return self.home / "logs"
@@ -376,130 +504,3 @@ class Settings:
         except OSError as error:
             reason = error.strerror or str(error)
             raise SettingsError(f"LAKEHOUSE_HOME={self.home} is not usable: {reason}") from None
-
-
-def _choice(env: Mapping[str, str], name: str, default: str, choices: tuple[str, ...]) -> str:
-    raw = (env.get(name) or default).strip()
-    if raw not in choices:
-        raise SettingsError(f"{name} must be one of {', '.join(choices)}, got {raw!r}")
-    return raw
-
-
-def _gold_outputs(env: Mapping[str, str], name: str) -> frozenset[str]:
-    raw = (env.get(name) or "all").strip()
-    if raw == "all":
-        return frozenset(GOLD_OUTPUTS)
-    if raw == "none":
-        return frozenset()
-    names = {part.strip() for part in raw.split(",") if part.strip()}
-    unknown = sorted(names - set(GOLD_OUTPUTS))
-    if unknown or not names:
-        raise SettingsError(
-            f"{name} must be all, none or a comma-separated list of {', '.join(GOLD_OUTPUTS)}, got {raw!r}"
-        )
-    return frozenset(names)
-
-
-def _optional_path(env: Mapping[str, str], name: str, default: Path) -> Path | None:
-    """A path setting; set to the empty string (or ``none``) it turns the feature off."""
-    raw = env.get(name)
-    if raw is None:
-        return default
-    if raw.strip().lower() in {"", "none", "off"}:
-        return None
-    return Path(raw.strip()).expanduser().resolve()
-
-
-def _positive_int(env: Mapping[str, str], name: str, default: int) -> int:
-    value = _int(env, name, default)
-    if value <= 0:
-        raise SettingsError(f"{name} must be a positive whole number, got {env.get(name)!r}")
-    return value
-
-
-def _non_negative_int(env: Mapping[str, str], name: str, default: int) -> int:
-    value = _int(env, name, default)
-    if value < 0:
-        raise SettingsError(f"{name} must be zero or a positive whole number, got {env.get(name)!r}")
-    return value
-
-
-def _int(env: Mapping[str, str], name: str, default: int) -> int:
-    raw = env.get(name)
-    if raw is None or raw.strip() == "":
-        return default
-    try:
-        return int(raw.strip())
-    except ValueError:
-        raise SettingsError(f"{name} must be a whole number, got {raw!r}") from None
-
-
-def _boolean(env: Mapping[str, str], name: str, default: bool) -> bool:
-    raw = env.get(name)
-    if raw is None or raw.strip() == "":
-        return default
-    lowered = raw.strip().lower()
-    if lowered in {"1", "true", "yes", "on"}:
-        return True
-    if lowered in {"0", "false", "no", "off"}:
-        return False
-    raise SettingsError(f"{name} must be true or false, got {raw!r}")
-
-
-def _memory(env: Mapping[str, str], name: str, default: str) -> str:
-    raw = (env.get(name) or default).strip().lower()
-    if not raw[:-1].isdigit() or raw[-1] not in "mg":
-        raise SettingsError(f"{name} must look like 512m or 4g, got {raw!r}")
-    return raw
-
-
-def _cron(env: Mapping[str, str], name: str, default: str) -> str:
-    raw = (env.get(name) or default).strip()
-    fields = raw.split()
-    if len(fields) != 5 or not all(re.fullmatch(r"[0-9*/,-]+", f) for f in fields):
-        raise SettingsError(f"{name} must be a five-field cron expression such as '*/15 * * * *', got {raw!r}")
-    return " ".join(fields)
-
-
-def _date(env: Mapping[str, str], name: str, default: date) -> date:
-    raw = env.get(name)
-    if raw is None or raw.strip() == "":
-        return default
-    try:
-        return date.fromisoformat(raw.strip())
-    except ValueError:
-        raise SettingsError(f"{name} must be a date like 2024-01-01, got {raw!r}") from None
-
-
-def _decimal(env: Mapping[str, str], name: str, default: Decimal) -> Decimal:
-    raw = env.get(name)
-    if raw is None or raw.strip() == "":
-        return default
-    try:
-        value = Decimal(raw.strip())
-    except InvalidOperation:
-        raise SettingsError(f"{name} must be a decimal number such as 1000000.00, got {raw!r}") from None
-    if not value.is_finite():
-        raise SettingsError(f"{name} must be a finite decimal number, got {raw!r}")
-    return value
-
-
-def _rate(env: Mapping[str, str], name: str, default: float) -> float:
-    raw = env.get(name)
-    if raw is None or raw.strip() == "":
-        return default
-    try:
-        value = float(raw.strip())
-    except ValueError:
-        value = -1.0
-    if not 0.0 <= value <= 1.0:
-        raise SettingsError(f"{name} must be a fraction between 0 and 1 such as 0.05, got {raw!r}")
-    return value
-
-
-def _names(env: Mapping[str, str], name: str) -> tuple[str, ...]:
-    raw = env.get(name) or ""
-    names = tuple(part.strip() for part in raw.split(",") if part.strip())
-    if raw.strip() and not names:
-        raise SettingsError(f"{name} must be a comma-separated list such as 'purchase,click', got {raw!r}")
-    return names

@@ -34,7 +34,7 @@ def read_landing(spark: SparkSession, settings: Settings) -> DataFrame:
     files = (
         spark.readStream.format("binaryFile")
         .schema(_BINARY_FILE_SCHEMA)
-        .option("maxFilesPerTrigger", settings.max_files_per_trigger)
+        .option("maxFilesPerTrigger", settings.streams.max_files_per_trigger)
         .load(str(settings.landing_dir))
     )
     return split_lines(file_columns(files))

@@ -94,7 +94,7 @@ def firing_rows(changes: DataFrame, settings: Settings, before: datetime | None,
             .otherwise("early"),
         }
     )
-    if settings.firing_trigger == "watermark":
+    if settings.windows.firing_trigger == "watermark":
         fired = fired.where(F.col("firing") != "early")
         # Values left only once the watermark had passed the end (the on-time firing, then each late one).
         emitted_before = F.col("existed") & passed_before
@@ -118,7 +118,7 @@ def firing_rows(changes: DataFrame, settings: Settings, before: datetime | None,
             "revision",
             F.col("new_is_final").alias("is_final"),
             F.lit(retraction).alias("is_retraction"),
-            F.lit(settings.accumulation).alias("accumulation"),
+            F.lit(settings.windows.accumulation).alias("accumulation"),
             amount.cast(MONEY).alias("total_amount"),
             count.cast("long").alias("event_count"),
             "cause",
@@ -127,10 +127,10 @@ def firing_rows(changes: DataFrame, settings: Settings, before: datetime | None,
         )
 
     new_amount, new_count = F.col("new_total_amount"), F.col("new_event_count")
-    if settings.accumulation == "discarding":
+    if settings.windows.accumulation == "discarding":
         return rows(fired, new_amount - F.col("last_amount"), new_count - F.col("last_count"), False)
     emitted = rows(fired, new_amount, new_count, False)
-    if settings.accumulation == "retracting":
+    if settings.windows.accumulation == "retracting":
         retracted = rows(fired.where("emitted_before"), F.col("last_amount"), F.col("last_count"), True)
         return retracted.unionByName(emitted)
     return emitted

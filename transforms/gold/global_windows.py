@@ -28,7 +28,7 @@ def update_global_windows(
     table = user_spend_global_table(settings)
     if already_written(settings, table, app_id, batch_id):
         return 0
-    every = settings.global_trigger_count
+    every = settings.windows.global_trigger_count
     stored = read_table(spark, settings, table).select(
         "user_id",
         F.col("event_count").alias("old_count"),

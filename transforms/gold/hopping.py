@@ -28,8 +28,8 @@ KEY = ["user_id", "window_start"]
 def covering_windows(panes: DataFrame, settings: Settings) -> DataFrame:
     """(user_id, window_start, window_end) of every hopping window that covers one of ``panes``
     (tumbling windows given by user_id and window_start)."""
-    size, slide = settings.hopping_size_minutes * 60, settings.hopping_slide_minutes * 60
-    pane = settings.window_minutes * 60
+    size, slide = settings.windows.hopping_size_minutes * 60, settings.windows.hopping_slide_minutes * 60
+    pane = settings.windows.minutes * 60
     at = F.unix_seconds("window_start")
     first = F.ceil((at + pane - size) / slide) * slide
     last = F.floor(at / slide) * slide
@@ -46,10 +46,10 @@ def closing_windows(
 ) -> DataFrame:
     """Hopping windows not final yet that ``watermark`` closes. ``open_after`` (an earlier watermark)
     bounds the search: every window it closed is final already."""
-    lateness = timedelta(seconds=settings.allowed_lateness_seconds)
+    lateness = settings.windows.allowed_lateness
     recent = read_table(spark, settings, hopping_spend_table(settings))
     if open_after is not None:
-        bound = open_after - lateness - timedelta(minutes=settings.hopping_size_minutes)
+        bound = open_after - lateness - timedelta(minutes=settings.windows.hopping_size_minutes)
         recent = recent.where(F.col("window_start") >= F.lit(bound))
     return recent.where(~F.col("is_final") & (F.col("window_end") <= F.lit(watermark - lateness)))
 
@@ -74,7 +74,7 @@ def roll_up(
     hopping = hopping_spend_table(settings)
     if already_written(settings, hopping, app_id, batch_id):
         return 0
-    lateness = F.expr(f"INTERVAL {settings.allowed_lateness_seconds} SECONDS")
+    lateness = F.expr(f"INTERVAL {settings.windows.allowed_lateness_seconds} SECONDS")
     current = read_table(spark, settings, hopping)
     wanted = covering_windows(panes, settings)
     if watermark is not None:

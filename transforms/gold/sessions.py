@@ -41,7 +41,7 @@ def closing_sessions(
 ) -> DataFrame:
     """Stored sessions not final yet that ``watermark`` closes; ``open_after`` (an earlier watermark)
     bounds the search: every session it closed is final already."""
-    lateness = _micros(settings.allowed_lateness_seconds)
+    lateness = _micros(settings.windows.allowed_lateness_seconds)
     still_open = read_table(spark, settings, user_sessions_table(settings)).where(~F.col("is_final"))
     if open_after is not None:
         still_open = still_open.where(F.col("session_end") + lateness > F.lit(open_after))
@@ -65,7 +65,7 @@ def update_sessions(
     table = user_sessions_table(settings)
     if already_written(settings, table, app_id, batch_id):
         return 0
-    gap = _micros(settings.session_gap_minutes * 60)
+    gap = _micros(settings.windows.session_gap_minutes * 60)
     bounds = events.groupBy("user_id").agg(F.min("event_time").alias("lo"), F.max("event_time").alias("hi"))
     with materialized(bounds) as bounds:
         lo, hi = bounds.agg(F.min("lo"), F.max("hi")).first()
@@ -118,8 +118,8 @@ def _changes(
 ) -> DataFrame:
     """One row per session row to write: upserts (new values, old ones when the key existed) and
     deletions (``new_event_count = 0``) of sessions merged into an earlier one."""
-    gap = _micros(settings.session_gap_minutes * 60)
-    lateness = _micros(settings.allowed_lateness_seconds)
+    gap = _micros(settings.windows.session_gap_minutes * 60)
+    lateness = _micros(settings.windows.allowed_lateness_seconds)
     intervals = events.select(
         "user_id",
         F.col("event_time").alias("start"),
@@ -254,4 +254,4 @@ def _merge(spark: SparkSession, settings: Settings, changes: DataFrame) -> None:
 
 
 def session_gap(settings: Settings) -> timedelta:
-    return timedelta(minutes=settings.session_gap_minutes)
+    return timedelta(minutes=settings.windows.session_gap_minutes)

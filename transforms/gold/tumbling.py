@@ -32,14 +32,14 @@ from warehouse.settings import Settings
 
 
 def assign_windows(events: DataFrame, settings: Settings) -> DataFrame:
-    """Tumbling windows of ``settings.window`` aligned to the UTC epoch: ``[start, start + length)``."""
-    window = F.window("event_time", f"{settings.window_minutes} minutes")
+    """Tumbling windows of ``settings.windows.length`` aligned to the UTC epoch: ``[start, start + length)``."""
+    window = F.window("event_time", f"{settings.windows.minutes} minutes")
     return events.withColumns({"window_start": window.start, "window_end": window.end})
 
 
 def closes_at(settings: Settings) -> F.Column:
     """A window is closed once the watermark reaches ``window_end + allowed lateness``."""
-    return F.col("window_end") + F.expr(f"INTERVAL {settings.allowed_lateness_seconds} SECONDS")
+    return F.col("window_end") + F.expr(f"INTERVAL {settings.windows.allowed_lateness_seconds} SECONDS")
 
 
 def is_late(settings: Settings, mark: Watermark) -> F.Column:
@@ -59,7 +59,7 @@ def open_since(settings: Settings, mark: Watermark) -> datetime | None:
     """
     if mark.watermark is None:
         return None
-    return mark.watermark - timedelta(seconds=settings.allowed_lateness_seconds, minutes=settings.window_minutes)
+    return mark.watermark - settings.windows.allowed_lateness - settings.windows.length
 
 
 def split_late(windowed: DataFrame, settings: Settings, mark: Watermark) -> tuple[DataFrame, DataFrame]:

@@ -52,7 +52,7 @@ def watermark_delay(settings: Settings, mark: Watermark) -> timedelta:
     the horizon's percentile from above, so the adaptive watermark errs towards waiting."""
     policy = settings.watermarks
     if policy.policy != "adaptive" or not mark.observed:
-        return settings.watermark_delay
+        return settings.watermarks.delay
     lag = max(lag for _, lag in mark.observed)
     return timedelta(seconds=min(max(lag, policy.min_delay_seconds), policy.max_delay_seconds))
 
