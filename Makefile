@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 export PYSPARK_PYTHON := $(abspath $(BIN)/python)
 
-.PHONY: setup demo test fuzz lint ui bench clean-home
+.PHONY: setup demo test test-fast fuzz lint ui bench clean-home
 
 setup:
 	@bash scripts/setup.sh
@@ -18,6 +18,12 @@ demo: setup
 test: setup
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -n 2 --dist loadgroup --durations=20
+
+# The edit loop: the unit tier (no JVM) and the Spark tests of a few seconds (`quick`), under 3 minutes on 2 cores.
+# `make test` still runs every tier.
+test-fast: setup
+	$(BIN)/ruff check .
+	$(BIN)/python -m pytest -n 2 --dist loadgroup -m "unit or quick" --durations=5
 
 # The long differential run of the event rules (tens of thousands of generated lines against the plain-Python
 # reference) and the hostile files at full size (a million empty lines). Prints how many lines it checked.

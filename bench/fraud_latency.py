@@ -33,13 +33,14 @@ from pathlib import Path
 from deltalake import DeltaTable
 
 from bench.run import _lakehouse_command
+from runtime.checkpoints import FRAUD_STAGE, LANDING_STAGE, SILVER_STAGE, UNIQUE_URLS_STAGE
 from runtime.stages import keyed_stages
 from warehouse.catalog import GOLD_FRAUD_ALERTS, GOLD_UNIQUE_URLS, OPS_STREAM_PROGRESS
 from warehouse.locks import lock_holder
 from warehouse.settings import GOLD_OUTPUTS, REPO_ROOT, Settings
 
 RESULTS = REPO_ROOT / "bench" / "results"
-KEYED = ("gold_fraud_alerts", "gold_unique_urls")
+KEYED = (FRAUD_STAGE, UNIQUE_URLS_STAGE)
 
 
 def _environment(home: Path, trigger: int) -> dict[str, str]:
@@ -100,7 +101,7 @@ def _alert_ids(table: Path) -> set[str]:
 
 
 def _running(settings: Settings) -> bool:
-    names = ("bronze_events", "silver_events", *(stage.name for stage in keyed_stages(settings)))
+    names = (LANDING_STAGE, SILVER_STAGE, *(stage.name for stage in keyed_stages(settings)))
     return all(lock_holder(settings, name) for name in names) and GOLD_FRAUD_ALERTS.path(settings).is_dir()
 
 

@@ -102,10 +102,11 @@ def _probes_visible(gold: Path) -> set[int]:
 
 
 def _streams_running(home: Path) -> bool:
+    from runtime.checkpoints import LANDING_STAGE, SILVER_STAGE, windows_stage_name
     from warehouse.locks import lock_holder
 
     settings = Settings.from_env({"LAKEHOUSE_HOME": str(home)})
-    names = ("bronze_events", "silver_events", f"gold_user_spend_{settings.windows.minutes}m")
+    names = (LANDING_STAGE, SILVER_STAGE, windows_stage_name(settings))
     return all(lock_holder(settings, name) for name in names) and (settings.home / "tables" / "gold").is_dir()
 
 

@@ -14,6 +14,29 @@ from pyspark.sql import SparkSession
 from tests.ui_harness import DagsterUI
 from warehouse.settings import GOLD_OUTPUTS, Settings
 
+UNIT = Path(__file__).parent / "unit"
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Everything under tests/unit/ is the ``unit`` tier (no JVM, no process, seconds in all)."""
+    for item in items:
+        if UNIT in Path(item.path).parents:
+            item.add_marker(pytest.mark.unit)
+
+
+@pytest.fixture(autouse=True)
+def no_dagster_instance_left_current() -> Iterator[None]:
+    """Each test starts with no Dagster instance current. Dagster keeps the last entered instance's state
+    storage in a context variable that loading definitions reads; one left there by an earlier test (its
+    instance already disposed) fails the next test's `resolve_*_def` ("instance ... no longer exists")."""
+    if "dagster" not in sys.modules:  # a test that never imported Dagster cannot have left one
+        yield
+        return
+    from dagster._core.storage.defs_state.base import set_defs_state_storage
+
+    with set_defs_state_storage(None):
+        yield
+
 
 @pytest.fixture(scope="session")
 def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:

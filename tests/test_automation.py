@@ -4,6 +4,7 @@ from datetime import UTC, datetime
 from decimal import Decimal
 
 import dagster as dg
+import pytest
 from pyspark.sql import functions as F
 
 from orchestration import definitions, pipeline, reconcile
@@ -123,6 +124,7 @@ def test_completeness_sweep_partition_repairs_its_date(spark, settings) -> None:
     assert (row.total_amount, row.event_count) == (Decimal("2.50"), 1)
 
 
+@pytest.mark.quick
 def test_schedules_target_the_reconcile_and_sweep_jobs() -> None:
     defs = definitions.defs
     schedule = defs.resolve_schedule_def("reconcile_schedule")

@@ -20,7 +20,7 @@ from tests.reference import distinct_valid_events, hopping_totals, landing_lines
 from warehouse.locks import hold
 from warehouse.settings import Settings
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.system
 
 LAKEHOUSE = str(Path(sys.executable).parent / "lakehouse")
 CONTRACT_TABLES = {

@@ -10,6 +10,9 @@ from transforms.events import REASONS, line_text, parse_events
 from transforms.gold.tumbling import Watermark, assign_windows
 from warehouse.settings import StreamSettings
 
+#: Seconds each, no process of their own: part of `make test-fast`.
+pytestmark = pytest.mark.quick
+
 GOOD = '"event_id": "e1", "user_id": "u1", "event_time": "2024-01-01T10:00:00Z", "amount": 1'
 
 # One line per quarantine reason, each breaking exactly that rule.

@@ -767,6 +767,7 @@ def _report_lines_checked(request: pytest.FixtureRequest):
             reporter.write_line(message)
 
 
+@pytest.mark.quick
 def test_fixed_lines_agree(spark) -> None:
     assert_agree(spark, FIXED, one_by_one_on_error=True)
 
@@ -806,6 +807,7 @@ def corrupted_bytes(draw) -> bytes:
     return bytes(data).replace(b"\n", b" ")
 
 
+@pytest.mark.quick
 @hypothesis_settings(
     max_examples=max(3, EXAMPLES // 5),
     deadline=None,
@@ -844,6 +846,7 @@ def test_spark_and_reference_agree_on_corrupted_bytes(spark, received: list[byte
         ), line
 
 
+@pytest.mark.quick
 def test_lines_that_once_killed_the_jvm(spark) -> None:
     """Objects nested 999 deep overflowed a 1 MB thread stack in Spark's recursive walk of the parsed document
     and killed the JVM (the driver now runs with ``-Xss8m``). Last in the module: a regression would end the

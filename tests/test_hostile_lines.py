@@ -11,6 +11,7 @@ from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 
+import pytest
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
@@ -42,6 +43,7 @@ def _reasons(spark: SparkSession, settings: Settings, name: str) -> dict[int, st
     return {int(r.source_position.rsplit("#", 1)[1]): r.reason for r in rows}
 
 
+@pytest.mark.system
 def test_hostile_files_each_line_gets_its_verdict_and_the_stream_goes_on(
     spark: SparkSession, settings: Settings
 ) -> None:

@@ -40,6 +40,9 @@ GOLD_SCHEMA = pa.schema(
         pa.field("updated_at", pa.timestamp("us", tz="UTC"), nullable=False),
     ]
 )
+
+#: Seconds each, no process of their own: part of `make test-fast`.
+pytestmark = pytest.mark.quick
 UPDATED_AT = datetime(2024, 6, 1, 12, 0, 0, 250000, tzinfo=UTC)
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from kafka import KafkaProducer
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.system
 
 LAKEHOUSE = str(Path(sys.executable).parent / "lakehouse")
 

@@ -31,7 +31,7 @@ from warehouse.catalog import (
 )
 from warehouse.delta import read_table
 
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("kafka")]
+pytestmark = [pytest.mark.system, pytest.mark.xdist_group("kafka")]
 
 LAKEHOUSE = str(Path(sys.executable).parent / "lakehouse")
 
@@ -309,8 +309,9 @@ def test_kafka_sensor_runs_the_streams_from_kafka_with_lag_as_metadata(spark, ka
         *(domain.build_defs(lakehouse) for domain in (pipeline, quality, kafka)),
         dg.Definitions(resources=resources, executor=dg.in_process_executor),
     )
-    kafka_sensor = defs.resolve_sensor_def("kafka_sensor")
+    # Resolved inside the test instance: Dagster's definitions load context looks up the current instance.
     with dg.instance_for_test() as instance:
+        kafka_sensor = defs.resolve_sensor_def("kafka_sensor")
 
         def tick(cursor: str | None = None):
             with dg.build_sensor_context(instance=instance, resources=resources, cursor=cursor) as context:

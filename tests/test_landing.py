@@ -4,8 +4,13 @@ import itertools
 from dataclasses import replace
 from pathlib import Path
 
+import pytest
+
 from runtime.sources.landing import place_in_landing
 from warehouse.settings import Settings
+
+#: Seconds each, no process of their own: part of `make test-fast`.
+pytestmark = pytest.mark.quick
 
 
 def test_files_placed_in_a_burst_keep_their_order_in_names_and_millisecond_mtimes(tmp_path: Path) -> None:

@@ -9,6 +9,9 @@ import pytest
 from warehouse.locks import LockBusyError, hold
 from warehouse.settings import Settings
 
+#: Seconds each, no process of their own: part of `make test-fast`.
+pytestmark = pytest.mark.quick
+
 
 def test_a_waiter_gets_the_lock_between_back_to_back_batches(tmp_path: Path) -> None:
     settings = Settings.from_env({"LAKEHOUSE_HOME": str(tmp_path)})

@@ -43,6 +43,7 @@ EXPECTED_KEYS = {
 }
 
 
+@pytest.mark.quick
 def test_definitions_load_with_layer_keys_and_groups() -> None:
     repository = definitions.defs.get_repository_def()
     graph = repository.asset_graph
@@ -57,7 +58,7 @@ def test_definitions_load_with_layer_keys_and_groups() -> None:
     assert definitions.defs.resolve_job_def("lakehouse_once")
 
 
-@pytest.mark.slow
+@pytest.mark.system
 def test_dagster_definitions_validate_on_workspace(tmp_path: Path) -> None:
     env = {**os.environ, "DAGSTER_HOME": str(tmp_path), "LAKEHOUSE_HOME": str(tmp_path / "home")}
     result = subprocess.run(

@@ -224,6 +224,7 @@ def test_generated_orders_equal_a_plain_python_recomputation_across_a_replay(spa
     assert delta_rs.num_rows == sum(table_rows(spark, settings).values())
 
 
+@pytest.mark.quick
 def test_a_join_batch_rerun_after_a_crash_writes_nothing_twice(spark, settings) -> None:
     """The sink alone, as the runner calls it: the same batch (writer, id) handed over twice, as after a
     crash between the Delta commit and Spark's commit log, is written once."""

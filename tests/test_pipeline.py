@@ -5,6 +5,7 @@ from datetime import UTC
 from decimal import Decimal
 
 import duckdb
+import pytest
 from delta.tables import DeltaTable as SparkDeltaTable
 from deltalake import DeltaTable
 from pyspark.sql import functions as F
@@ -147,6 +148,7 @@ def test_generated_stream_equals_duckdb_and_reruns_change_nothing(spark, setting
         assert set(table.column_names) <= set(arrow.column_names), table.name
 
 
+@pytest.mark.quick
 def test_a_file_named_like_a_glob_does_not_make_spark_read_the_others_twice(spark, settings) -> None:
     """SPARK-58518: a batch holding ``x[1].jsonl`` reads every other file of the batch twice."""
     for name, rows in (("a.jsonl", 3), ("b.jsonl", 2), ("copied [1] {by hand}.jsonl", 1)):

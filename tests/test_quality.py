@@ -259,6 +259,7 @@ def test_validate_command_exit_codes_json_and_report(
     assert key in page
 
 
+@pytest.mark.quick
 def test_the_quality_definitions_load_with_every_check() -> None:
     repository = definitions.defs.get_repository_def()
     checks = {key.name for key in repository.asset_graph.asset_check_keys}

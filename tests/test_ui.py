@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from playwright.sync_api import Page
 
 # The tests share one Dagster UI (a session fixture): xdist keeps them on one worker.
-pytestmark = [pytest.mark.slow, pytest.mark.ui, pytest.mark.timeout(180), pytest.mark.xdist_group("ui")]
+pytestmark = [pytest.mark.system, pytest.mark.ui, pytest.mark.timeout(180), pytest.mark.xdist_group("ui")]
 
 ASSET_NODES = """
 query AssetNodes {

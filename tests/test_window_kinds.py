@@ -184,6 +184,7 @@ def test_firings_early_on_time_late_with_retractions_and_a_global_count_trigger(
         assert other.column_names == table.column_names
 
 
+@pytest.mark.quick
 @pytest.mark.parametrize(
     ("trigger", "accumulation", "expected"),
     [
