@@ -11,8 +11,15 @@ from typing import TYPE_CHECKING
 import dagster as dg
 
 from orchestration.resources import KafkaSourceResource, LakehouseResource
-from runtime.checkpoints import FRAUD_STAGE, ORDER_PAYMENTS_STAGE, SILVER_STAGE, UNIQUE_URLS_STAGE
-from runtime.runner import StageReport, advance_idle_watermark, pipeline_status, prepare, run_stage_once
+from runtime.checkpoints import FRAUD_STAGE, LANDING_STAGE, ORDER_PAYMENTS_STAGE, SILVER_STAGE, UNIQUE_URLS_STAGE
+from runtime.runner import (
+    CONTINUOUS_RUN,
+    StageReport,
+    advance_idle_watermark,
+    pipeline_status,
+    prepare,
+    run_stage_once,
+)
 from runtime.stages import source_stage, stage_named, stages
 from warehouse.catalog import (
     BRONZE_EVENTS,
@@ -32,6 +39,7 @@ from warehouse.catalog import (
     user_spend_table,
 )
 from warehouse.inspect import table_state
+from warehouse.locks import lock_holder
 from warehouse.settings import Settings
 
 if TYPE_CHECKING:
@@ -338,8 +346,13 @@ def build_landing_sensor(job: "UnresolvedAssetJobDefinition") -> dg.SensorDefini
     ) -> dg.SensorResult | dg.SkipReason:
         """'New' is every file that arrived after the cursor's, by modification time then name (the order
         Spark's file source reads in), so a file copied in by hand under any name is seen too. The landing
-        folder is the ``lakehouse`` resource's, not the environment's."""
+        folder is the ``lakehouse`` resource's, not the environment's. While ``lakehouse run --continuous``
+        holds the landing stream it skips (the cursor stays, so nothing is missed once the service stops)."""
         settings = lakehouse.settings()
+        holder = lock_holder(settings, LANDING_STAGE)
+        if holder is not None and holder.startswith(CONTINUOUS_RUN):
+            # The service already takes every file as it lands; a run launched now would wait for its locks.
+            return dg.SkipReason(f"{holder} holds the landing zone ({LANDING_STAGE}): it takes new files itself")
         seen: tuple[int, str] | None = None
         if context.cursor:
             stamp, _, name = context.cursor.partition("/")

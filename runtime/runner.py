@@ -176,6 +176,9 @@ def run_once(spark: SparkSession, settings: Settings, source: str = "landing") -
     return [*reports, idle] if idle else reports
 
 
+#: What a continuous run writes into the locks it holds: ``lock_holder`` tells it from a bounded run.
+CONTINUOUS_RUN = "a continuous run"
+
 #: The report name of an idle watermark advance (it is not a stream of its own).
 IDLE_ADVANCE = "watermark_idle"
 #: How often an idle ``run --continuous`` looks whether the idle-advancing watermark closes a window.
@@ -372,4 +375,4 @@ def _await(query: StreamingQuery, stop: threading.Event) -> Exception | None:
 
 
 def _all_locks(settings: Settings, source: str = "landing"):
-    return hold_all(settings, stages(settings, source).names, purpose="a continuous run")
+    return hold_all(settings, stages(settings, source).names, purpose=CONTINUOUS_RUN)

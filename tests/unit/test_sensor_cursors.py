@@ -16,9 +16,11 @@ from deltalake import DeltaTable, write_deltalake
 from orchestration import definitions, kafka
 from orchestration.resources import KafkaSourceResource, lakehouse_resource
 from runtime.checkpoints import KAFKA_STAGE
+from runtime.runner import CONTINUOUS_RUN
 from runtime.sources.kafka_client import PartitionOffsets, TopicState
 from runtime.sources.landing import place_in_landing
 from warehouse.catalog import SILVER_LATE_EVENTS
+from warehouse.locks import hold, hold_all
 from warehouse.settings import GOLD_OUTPUTS, Settings
 
 Tick = Callable[..., dg.SensorResult | dg.SkipReason]
@@ -130,6 +132,23 @@ def test_landing_sensor_requests_one_run_per_new_arrivals_and_advances(
     assert second.cursor == arrival_cursor(three) and request_two.tags["lakehouse/new_files"] == "1"
     assert request_two.run_key != request.run_key
     assert isinstance(tick(second.cursor), dg.SkipReason)
+
+
+def test_landing_sensor_skips_while_a_continuous_run_holds_the_landing_zone(
+    settings: Settings, instance: dg.DagsterInstance
+) -> None:
+    """The service takes files as they land: no run is requested, the cursor stays, and the files are
+    requested once the service lets go. A bounded run holding the locks does not stop the sensor."""
+    tick = ticker(settings, instance, "landing_sensor")
+    first = land(settings, "first.jsonl")
+    with hold_all(settings, ["bronze_events", "silver_events"], purpose=CONTINUOUS_RUN):
+        skipped = tick()
+    assert isinstance(skipped, dg.SkipReason)
+    assert skipped.skip_message == "a continuous run holds the landing zone (bronze_events): it takes new files itself"
+    with hold(settings, "bronze_events", purpose="bronze_events batch"):
+        requested = tick()
+    assert isinstance(requested, dg.SensorResult) and requested.cursor == arrival_cursor(first)
+    assert len(requested.run_requests) == 1
 
 
 def test_landing_sensor_asks_for_the_same_files_under_the_same_run_key(
