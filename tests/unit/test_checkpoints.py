@@ -1,6 +1,6 @@
 """``runtime/checkpoints.py`` (and the backlog readers of ``runtime/progress.py``) on Spark's own files.
 
-The fixtures under ``fixtures/checkpoints`` are the small text files of a real run (see their README); a
+The fixtures under ``fixtures/spark-checkpoints`` are the small text files of a real run (see their README); a
 test copies the streams it needs into ``tmp_path`` and changes them there (a crash is a missing commit, a
 stream inside a Delta commit is an offset line with ``index`` >= 0). No Spark session is started: reading
 these files without one is the module's point.
@@ -40,7 +40,7 @@ from runtime.checkpoints import (
 from runtime.progress import pending_landing_files, pending_source_commits
 from warehouse.settings import Settings
 
-FIXTURES = Path(__file__).parent / "fixtures" / "checkpoints"
+FIXTURES = Path(__file__).parent / "fixtures" / "spark-checkpoints"
 
 #: The landing files of the run, in the order the landing stream took them (one per batch).
 LANDING_FILES = [
