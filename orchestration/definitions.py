@@ -6,17 +6,18 @@ from types import ModuleType
 
 import dagster as dg
 
-from orchestration import kafka, maintenance, pipeline, quality, reconcile
+from orchestration import kafka, live, maintenance, pipeline, quality, reconcile
 from orchestration.resources import lakehouse_resources
 from warehouse.settings import Settings
 
 #: Every domain module; each builds its definitions with ``build_defs(settings) -> dg.Definitions``.
-DOMAINS: tuple[ModuleType, ...] = (pipeline, reconcile, quality, maintenance, kafka)
+DOMAINS: tuple[ModuleType, ...] = (pipeline, reconcile, quality, maintenance, kafka, live)
 
 
 def build_defs(settings: Settings, domains: Iterable[ModuleType] = DOMAINS) -> dg.Definitions:
-    """The domains' definitions built from ``settings``, with resources on the same settings."""
-    return dg.Definitions.merge(
+    """The domains' definitions built from ``settings``, with resources on the same settings, and the gold
+    freshness policy (``LAKEHOUSE_GOLD_FRESHNESS_SECONDS``) on every kept gold asset."""
+    merged = dg.Definitions.merge(
         *(domain.build_defs(settings) for domain in domains),
         dg.Definitions(
             resources=lakehouse_resources(settings),
@@ -24,6 +25,7 @@ def build_defs(settings: Settings, domains: Iterable[ModuleType] = DOMAINS) -> d
             executor=dg.in_process_executor,
         ),
     )
+    return live.with_gold_freshness(merged, settings)
 
 
 #: The one place the code location reads ``LAKEHOUSE_*``: assets, schedules, sensors and resources all

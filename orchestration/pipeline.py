@@ -11,7 +11,14 @@ from typing import TYPE_CHECKING
 import dagster as dg
 
 from orchestration.resources import KafkaSourceResource, LakehouseResource
-from runtime.checkpoints import FRAUD_STAGE, LANDING_STAGE, ORDER_PAYMENTS_STAGE, SILVER_STAGE, UNIQUE_URLS_STAGE
+from runtime.checkpoints import (
+    FRAUD_STAGE,
+    LANDING_STAGE,
+    ORDER_PAYMENTS_STAGE,
+    SILVER_STAGE,
+    UNIQUE_URLS_STAGE,
+    derived_stage_name,
+)
 from runtime.runner import (
     CONTINUOUS_RUN,
     StageReport,
@@ -21,6 +28,7 @@ from runtime.runner import (
     run_stage_once,
 )
 from runtime.stages import source_stage, stage_named, stages
+from transforms.gold.derived import derived_outputs
 from warehouse.catalog import (
     BRONZE_EVENTS,
     GOLD_CORRECTIONS,
@@ -168,9 +176,9 @@ def silver_events(context: dg.AssetExecutionContext, lakehouse: LakehouseResourc
 
 
 def window_outputs(settings: Settings) -> dict[str, tuple[Table, Table, dict[str, str]]]:
-    """The window tables the gold stream keeps besides user_spend_5m, each an output of ``update_windows``
-    when the settings keep it (as the other optional outputs are assets only when kept): the table, what it
-    is derived from, and its metadata (key → the window batch's figure)."""
+    """The window tables kept besides user_spend_5m (as the other optional outputs, assets only when kept):
+    the firings log (an output of ``update_windows``) and the derived windows (outputs of
+    ``derive_windows``): the table, what it is derived from, and its metadata (key → the batch's figure)."""
     gold = user_spend_table(settings)
     return {
         "hopping": (
@@ -181,11 +189,7 @@ def window_outputs(settings: Settings) -> dict[str, tuple[Table, Table, dict[str
         "sessions": (
             user_sessions_table(settings),
             SILVER_EVENTS,
-            {
-                "rows_written": "sessions_changed",
-                "idle_sessions_closed": "idle_sessions_closed",
-                "watermark": "watermark",
-            },
+            {"rows_in": "rows_in", "rows_written": "sessions_changed", "watermark": "watermark"},
         ),
         "global": (
             user_spend_global_table(settings),
@@ -200,7 +204,9 @@ def gold_asset(settings: Settings) -> dg.AssetsDefinition:
     """``update_windows``: user_spend_5m (named after the window), the window outputs the settings keep,
     the late events and the corrections."""
     gold = user_spend_table(settings)
-    kept = [entry for output, entry in window_outputs(settings).items() if settings.keeps(output)]
+    kept = [
+        entry for output, entry in window_outputs(settings).items() if output == "firings" and settings.keeps(output)
+    ]
     stage_name = stages(settings).windows.name
 
     @dg.multi_asset(
@@ -214,8 +220,8 @@ def gold_asset(settings: Settings) -> dg.AssetsDefinition:
         pool="lakehouse_gold",
     )
     def gold_windows(context: dg.AssetExecutionContext, lakehouse: LakehouseResource):
-        """Fold new silver events into per-user event-time windows (tumbling, hopping, sessions); set events
-        late for their tumbling window aside (availableNow)."""
+        """Fold new silver events into per-user tumbling event-time windows and log their firings; set events
+        late for their window aside (availableNow)."""
         report = _run(lakehouse, stage_name)
         context.log.info(f"gold: {report.figures}")
         idle = advance_idle_watermark(lakehouse.spark(), lakehouse.settings())
@@ -225,7 +231,6 @@ def gold_asset(settings: Settings) -> dg.AssetsDefinition:
                 watermark=idle.figures["watermark"],
                 watermark_lag_seconds=idle.figures["watermark_lag_seconds"],
                 idle_windows_closed=idle.figures["windows_closed"],
-                idle_sessions_closed=idle.figures["sessions_closed"],
             )
         yield _materialization(
             lakehouse,
@@ -249,6 +254,30 @@ def gold_asset(settings: Settings) -> dg.AssetsDefinition:
         yield _materialization(lakehouse, GOLD_CORRECTIONS, report, {"rows_written": "windows_revised"})
 
     return gold_windows
+
+
+def derived_asset(settings: Settings) -> dg.AssetsDefinition:
+    """``derive_windows``: the hopping, session and global windows the settings keep, on their own stream
+    behind the tumbling table (it reads the window stream's ops.watermarks rows)."""
+    kept = [
+        entry for output, entry in window_outputs(settings).items() if output != "firings" and settings.keeps(output)
+    ]
+    stage_name = derived_stage_name(settings)
+
+    @dg.multi_asset(
+        specs=[spec(table, [upstream, user_spend_table(settings)]) for table, upstream, _ in kept],
+        name="derive_windows",
+        pool="lakehouse_derived",
+    )
+    def derived_windows(context: dg.AssetExecutionContext, lakehouse: LakehouseResource):
+        """Bring hopping windows, sessions and global windows in line with the tumbling table's new batches
+        (availableNow)."""
+        report = _run(lakehouse, stage_name)
+        context.log.info(f"derived windows: {report.figures}")
+        for table, _, figures in kept:
+            yield _materialization(lakehouse, table, report, figures)
+
+    return derived_windows
 
 
 @dg.multi_asset(specs=[spec(ORDER_PAYMENTS, [SILVER_EVENTS])], name="join_orders_payments", pool="lakehouse_join")
@@ -295,6 +324,7 @@ def stream_assets(settings: Settings) -> list[dg.AssetsDefinition]:
         bronze_asset(settings),
         silver_events,
         gold_asset(settings),
+        *([derived_asset(settings)] if derived_outputs(settings) else []),
         *(asset for output, asset in FOLLOWER_ASSETS.items() if settings.keeps(output)),
     ]
 

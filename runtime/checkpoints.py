@@ -35,6 +35,11 @@ def windows_stage_name(settings: Settings) -> str:
     return user_spend_table(settings).name.replace(".", "_")
 
 
+def derived_stage_name(settings: Settings) -> str:
+    """The stream that keeps hopping, session and global windows in line with the tumbling table."""
+    return f"{windows_stage_name(settings)}_derived"
+
+
 def checkpoint_dir(settings: Settings, stream: object) -> Path:
     """A stream's checkpoint folder; ``stream`` is its name or anything with a ``name`` (a stage)."""
     return settings.checkpoints_dir / (stream if isinstance(stream, str) else stream.name)

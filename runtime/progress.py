@@ -54,6 +54,10 @@ def _source_backlog(sources: list[Any]) -> tuple[int | None, int | None]:
     return files, bytes_
 
 
+#: ``ops.stream_progress.run_id`` of a ``run --continuous`` process starts with this.
+CONTINUOUS_PREFIX = "continuous-"
+
+
 class ProgressRecorder(StreamingQueryListener):
     """Collects one row per micro-batch of every query in the session; ``flush`` appends them."""
 
@@ -66,6 +70,12 @@ class ProgressRecorder(StreamingQueryListener):
         self._lock = threading.Lock()
         self._last_flush = time.monotonic()
         status_dir(settings).mkdir(parents=True, exist_ok=True)
+
+    def start_continuous_run(self) -> None:
+        """Mark the rows from here on as a continuous run's (``run_id`` starts with ``continuous-``): what
+        Dagster reports as runless materializations, since no Dagster run records them."""
+        if not self.run_id.startswith(CONTINUOUS_PREFIX):
+            self.run_id = f"{CONTINUOUS_PREFIX}{self.run_id}"
 
     # Called by the stream runner inside each batch, before Spark reports the batch's progress.
     def batch_figures(self, stream: str, batch_id: int, figures: dict[str, float]) -> None:
@@ -122,6 +132,9 @@ class ProgressRecorder(StreamingQueryListener):
             "backlog_files": files,
             "backlog_bytes": bytes_,
             "backlog_messages": int(figures["kafka_lag"]) if "kafka_lag" in figures else None,
+            "latency_p50_seconds": figures.get("latency_p50_seconds"),
+            "latency_p99_seconds": figures.get("latency_p99_seconds"),
+            "latency_max_seconds": figures.get("latency_max_seconds"),
             "figures": json.dumps(figures, sort_keys=True),
             "recorded_at": datetime.now(UTC),
         }

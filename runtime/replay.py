@@ -41,6 +41,7 @@ from runtime.checkpoints import (
     SILVER_STAGE,
     committed_batches,
     continue_after,
+    derived_stage_name,
     move_checkpoint,
     starting_version_file,
     windows_stage_name,
@@ -72,7 +73,7 @@ from warehouse.catalog import (
     user_spend_table,
 )
 from warehouse.delta import append_once, ensure_tables, read_table, transaction_id, transaction_version
-from warehouse.locks import GOLD_LOCK, hold_all
+from warehouse.locks import DERIVED_LOCK, GOLD_LOCK, hold_all
 from warehouse.settings import Settings
 
 
@@ -118,7 +119,7 @@ def run_replay(
     report = ReplayReport(stamp)
     live = stages(settings)
     prepare(spark, settings, allow_interrupted_swap=True)
-    names = [*live.names, KAFKA_STAGE, reconcile_stage(settings).name, GOLD_LOCK]
+    names = [*live.names, KAFKA_STAGE, reconcile_stage(settings).name, GOLD_LOCK, DERIVED_LOCK]
     with hold_all(settings, names, purpose="a replay"):
         _finish_kafka_swap(spark, settings)
         staging = replace(settings, home=settings.home / "replay" / stamp)
@@ -438,10 +439,11 @@ def _reset_checkpoints(spark: SparkSession, settings: Settings, staging: Setting
     """Silver continues where the staging silver stopped in bronze; gold and reconcile start after the swap;
     the keyed streams keep the state their staging runs built and go on after the swap too."""
     gold_stage = stages(settings).windows.name
+    derived = derived_stage_name(settings)
     keyed = [stage.name for stage in keyed_stages(settings)]
     retired = staging.home / "retired-checkpoints"
     retired.mkdir(parents=True, exist_ok=True)
-    for name in (SILVER_STAGE, gold_stage, RECONCILE_STAGE, *keyed):
+    for name in (SILVER_STAGE, gold_stage, derived, RECONCILE_STAGE, *keyed):
         live = settings.checkpoints_dir / name
         if live.exists():
             shutil.move(str(live), str(retired / name))
@@ -451,6 +453,8 @@ def _reset_checkpoints(spark: SparkSession, settings: Settings, staging: Setting
     for name, version in (
         (gold_stage, silver_version),
         (RECONCILE_STAGE, _latest_version(spark, settings, SILVER_LATE_EVENTS)),
+        # The derived windows were rebuilt in staging; the derived stream goes on after the swapped rows.
+        (derived, _latest_version(spark, settings, OPS_WATERMARKS)),
     ):
         starting_version_file(settings.checkpoints_dir, name).write_text(str(version + 1))
     silver_id = deltalake.DeltaTable(str(SILVER_EVENTS.path(settings))).metadata().id

@@ -31,10 +31,12 @@ from runtime.progress import (
 from runtime.sources.kafka import partition_lag
 from runtime.stages import Stage, reconcile_stage, source_stage, stages
 from transforms.gold.tumbling import advance_idle
+from transforms.latency import latencies
 from transforms.reconcile import repair_dates
 from warehouse.catalog import kept_tables
 from warehouse.delta import batch_scope, ensure_tables
-from warehouse.locks import GOLD_LOCK, hold, hold_all, hold_gold
+from warehouse.locks import GOLD_LOCK_WAIT_SECONDS, hold, hold_all, hold_gold
+from warehouse.session import CRITICAL_POOL, FOLLOWERS_POOL, use_pool
 from warehouse.settings import Settings
 
 
@@ -108,11 +110,12 @@ def start_stage(spark: SparkSession, settings: Settings, stage: Stage, report: S
             writer["id"] = _writer_id(checkpoint, stage)
         started = time.monotonic()
         with batch_scope(writer["id"], batch_id, checkpoints.batch_earliest_start(checkpoint, batch_id)):
-            if stage.lock == GOLD_LOCK:
-                with hold_gold(settings, f"{stage.name} batch"):
-                    figures = stage.process(batch, batch_id, settings, writer["id"])
-            else:
+            locks = hold_all(
+                settings, list(stage.locks), wait_seconds=GOLD_LOCK_WAIT_SECONDS, purpose=f"{stage.name} batch"
+            )
+            with locks:
                 figures = stage.process(batch, batch_id, settings, writer["id"])
+        figures = latencies(figures, time.time())
         recorder.batch_figures(stage.name, batch_id, figures)
         report.add(figures, time.monotonic() - started)
 
@@ -170,9 +173,12 @@ def run_once(spark: SparkSession, settings: Settings, source: str = "landing") -
     caught up."""
     prepare(spark, settings)
     pipeline = stages(settings, source)
-    reports = [run_stage_once(spark, settings, stage, record_progress=False) for stage in pipeline]
+    critical = (pipeline.source, pipeline.silver, pipeline.windows)
+    reports = [run_stage_once(spark, settings, stage, record_progress=False) for stage in critical]
+    # Before the followers, so the derived windows take the windows it closes in this run.
+    idle = advance_idle_watermark(spark, settings, follow=False)
+    reports.extend(run_stage_once(spark, settings, stage, record_progress=False) for stage in pipeline.followers)
     flush_progress(spark, settings, pipeline)
-    idle = advance_idle_watermark(spark, settings)
     return [*reports, idle] if idle else reports
 
 
@@ -186,13 +192,19 @@ IDLE_CHECK_SECONDS = 10
 
 
 def advance_idle_watermark(
-    spark: SparkSession, settings: Settings, now: datetime | None = None, stage_locked: bool = False
+    spark: SparkSession,
+    settings: Settings,
+    now: datetime | None = None,
+    stage_locked: bool = False,
+    follow: bool = True,
 ) -> StageReport | None:
     """Idle-advancing watermark (``LAKEHOUSE_WATERMARK_IDLE_SECONDS`` > 0): when the window stream has had
     no events for the idle time, move its watermark on with processing time and finalize the windows it
     closes. None when the policy is off, the stream has unread input or a batch left uncommitted (its
     re-run must see the watermark it first saw), or nothing moved. Checks files before any Spark job:
-    the stream's last commit (its newest batch) must be older than the idle time."""
+    the stream's last commit (its newest batch) must be older than the idle time. With ``follow``, the
+    derived windows' stream then takes the advance (hopping windows and sessions it closes); a caller
+    that runs that stream next anyway passes False."""
     if settings.watermarks.idle_seconds <= 0:
         return None
     gold = stages(settings).windows
@@ -205,13 +217,16 @@ def advance_idle_watermark(
     if now.timestamp() - last_batch_at < settings.watermarks.idle_seconds:
         return None
     report = StageReport(IDLE_ADVANCE)
-    gold_lock = hold_gold(settings, "an idle watermark advance")
+    gold_lock = hold_gold(settings, "an idle watermark advance", derived=False)
     with nullcontext() if stage_locked else stage_lock(settings, gold), gold_lock:
         started = time.monotonic()
         figures = advance_idle(spark, settings, gold.name, _writer_id(checkpoint, gold), batches[-1], now)
     if figures is None:
         return None
     report.add(figures, time.monotonic() - started)
+    derived = stages(settings).derived
+    if follow and derived is not None:
+        run_stage_once(spark, settings, derived)
     return report
 
 
@@ -241,14 +256,17 @@ def run_continuous(
     source: str = "landing",
     on_notice: Callable[[str], None] | None = None,
 ) -> list[StageReport]:
-    """Run the pipeline until ``stop`` is set or a signal comes: a cycle of bronze, silver and gold in
-    order, each stage taking everything its source holds, then the next cycle.
+    """Run the pipeline until ``stop`` is set or a signal comes: the critical path (bronze, silver, the
+    tumbling table) in back-to-back cycles, and beside it, in a thread of its own, the followers (fraud
+    alerts, the derived windows, the join, distinct URLs) in cycles of their own.
 
-    One cycle carries a landed line all the way to gold: no stage waits for a trigger of its own, and the
-    stages do not contend for the cores. A stage whose source has nothing new is skipped without starting
-    a query (from its checkpoint and its source's files, no Spark job); an idle cycle waits
-    ``trigger_interval_seconds``. SIGINT and SIGTERM stop the running query; a batch cut off mid-way is
-    re-run by the next start and writes nothing twice.
+    One critical cycle carries a landed line all the way to the tumbling table: no stage waits for a
+    trigger of its own, and none waits for a follower. The critical path's Spark jobs run in the
+    ``critical`` scheduler pool, the followers' in ``followers``, so when both wait for the cores the
+    critical path gets most of them. A stage whose source has nothing new is skipped without starting a
+    query (from its checkpoint and its source's files, no Spark job); an idle cycle waits
+    ``trigger_interval_seconds``. SIGINT and SIGTERM stop the running queries; a batch cut off mid-way is
+    re-run by the next start and writes nothing twice. A follower's failure stops the whole run.
     """
     prepare(spark, settings)
     stop = stop or threading.Event()
@@ -257,47 +275,75 @@ def run_continuous(
         for signum in (signal.SIGINT, signal.SIGTERM):
             previous[signum] = signal.signal(signum, lambda *_: stop.set())
     pipeline = stages(settings, source)
-    reports = [StageReport(stage.name) for stage in pipeline]
+    reports = {stage.name: StageReport(stage.name) for stage in pipeline}
     idle_report = StageReport(IDLE_ADVANCE)
     next_idle_check = 0.0
     recorder = recorder_for(spark, settings)
+    recorder.start_continuous_run()
     notices = _Notices(on_notice)
-    try:
-        with _all_locks(settings, source):
+    failures: list[BaseException] = []
+
+    def cycle(group: Sequence[Stage]) -> bool:
+        worked = False
+        for stage in group:
+            if stop.is_set():
+                break
+            if _has_new_input(settings, stage, notices):
+                worked = True
+                try:
+                    _drain(spark, settings, stage, reports[stage.name], stop)
+                except Exception as error:
+                    # A Kafka batch cut off by a broker outage never committed: the next cycle re-runs it from
+                    # the same offsets once the broker answers. Any other failure stops the run.
+                    if stage.source != "kafka" or _has_new_input(settings, stage, notices, quiet=True):
+                        raise
+                    notices.broker(settings, error)
+        return worked
+
+    def follow() -> None:
+        use_pool(spark, FOLLOWERS_POOL)
+        try:
             while not stop.is_set():
                 started = time.monotonic()
-                worked = False
-                for stage, report in zip(pipeline, reports, strict=True):
-                    if stop.is_set():
-                        break
-                    if _has_new_input(settings, stage, notices):
-                        worked = True
-                        try:
-                            _drain(spark, settings, stage, report, stop)
-                        except Exception as error:
-                            # A Kafka batch cut off by a broker outage never committed: the next cycle re-runs
-                            # it from the same offsets once the broker answers. Any other failure stops the run.
-                            if stage.source != "kafka" or _has_new_input(settings, stage, notices, quiet=True):
-                                raise
-                            notices.broker(settings, error)
-                if not worked and not stop.is_set() and time.monotonic() >= next_idle_check:
-                    # Each look costs a few small Spark jobs; windows close within this many seconds of due.
-                    next_idle_check = time.monotonic() + max(
-                        settings.streams.trigger_interval_seconds, IDLE_CHECK_SECONDS
-                    )
-                    idle = advance_idle_watermark(spark, settings, stage_locked=True)
-                    if idle:
-                        idle_report.add(idle.figures, idle.seconds)
-                if on_progress:
-                    on_progress(_with_idle(reports, idle_report))
-                recorder.flush_if_due(spark)
-                if not worked:
+                if not cycle(pipeline.followers):
                     stop.wait(max(0.0, settings.streams.trigger_interval_seconds - (time.monotonic() - started)))
+        except BaseException as error:  # handed to the main thread, which raises it
+            failures.append(error)
+            stop.set()
+
+    follower = threading.Thread(target=follow, name="lakehouse-followers", daemon=True)
+    try:
+        with _all_locks(settings, source):
+            use_pool(spark, CRITICAL_POOL)
+            follower.start()
+            try:
+                while not stop.is_set():
+                    started = time.monotonic()
+                    worked = cycle((pipeline.source, pipeline.silver, pipeline.windows))
+                    if not worked and not stop.is_set() and time.monotonic() >= next_idle_check:
+                        # Each look costs a few small Spark jobs; windows close within this many seconds of due.
+                        next_idle_check = time.monotonic() + max(
+                            settings.streams.trigger_interval_seconds, IDLE_CHECK_SECONDS
+                        )
+                        idle = advance_idle_watermark(spark, settings, stage_locked=True, follow=False)
+                        if idle:
+                            idle_report.add(idle.figures, idle.seconds)
+                    if on_progress:
+                        on_progress(_with_idle(list(reports.values()), idle_report))
+                    recorder.flush_if_due(spark)
+                    if not worked:
+                        stop.wait(max(0.0, settings.streams.trigger_interval_seconds - (time.monotonic() - started)))
+            finally:
+                stop.set()
+                follower.join()
+                use_pool(spark, None)
+        if failures:
+            raise failures[0]
     finally:
         recorder.flush(spark)
         for signum, handler in previous.items():
             signal.signal(signum, handler)
-    return _with_idle(reports, idle_report)
+    return _with_idle(list(reports.values()), idle_report)
 
 
 def _with_idle(reports: list[StageReport], idle: StageReport) -> list[StageReport]:

@@ -22,18 +22,35 @@ from runtime.checkpoints import (
     SILVER_STAGE,
     UNIQUE_URLS_STAGE,
     checkpoint_dir,
+    derived_stage_name,
     windows_stage_name,
 )
 from runtime.sources.kafka import land_kafka_messages, read_kafka
 from runtime.sources.landing import batch_has_glob_names, read_landing
 from transforms.bronze import land_lines
+from transforms.gold.derived import derive_windows, derived_outputs
 from transforms.gold.tumbling import update_windows
 from transforms.joins import pair_orders_with_payments, record_order_payments
 from transforms.keyed_state import distinct_url_counts, fraud_alerts, write_fraud_alerts, write_unique_urls
 from transforms.reconcile import fold_late_events
 from transforms.silver import refine_events
-from warehouse.catalog import BRONZE_EVENTS, SILVER_EVENTS, SILVER_LATE_EVENTS, all_tables
-from warehouse.locks import GOLD_LOCK
+from warehouse.catalog import (
+    BRONZE_EVENTS,
+    GOLD_CORRECTIONS,
+    GOLD_FRAUD_ALERTS,
+    GOLD_UNIQUE_URLS,
+    OPS_WATERMARKS,
+    ORDER_PAYMENTS,
+    SILVER_DUPLICATES,
+    SILVER_EVENTS,
+    SILVER_LATE_EVENTS,
+    SILVER_QUARANTINE,
+    Table,
+    all_tables,
+    gold_output_tables,
+    user_spend_table,
+)
+from warehouse.locks import DERIVED_LOCK, GOLD_LOCK
 from warehouse.settings import Settings
 
 BatchFunction = Callable[[DataFrame, int, Settings, str], dict[str, float]]
@@ -50,13 +67,14 @@ _DELTA_SOURCE_MAX_FILES = 1_000_000
 class Stage:
     """One arrow of the pipeline: where it reads, what it does with each micro-batch.
 
-    ``lock`` names a lock each batch holds while it runs (``gold`` for every read-modify-write of gold).
+    ``locks`` name the locks each batch holds while it runs (``gold`` for every read-modify-write of the
+    tumbling table, ``gold_derived`` of the derived windows), taken in that order.
     """
 
     name: str
     read: Callable[[SparkSession, Settings], DataFrame]
     process: BatchFunction
-    lock: str | None = None
+    locks: tuple[str, ...] = ()
     #: What it reads: ``landing``, ``kafka`` or the Delta table's name.
     source: str = "landing"
 
@@ -103,7 +121,18 @@ def _windows_stage(settings: Settings) -> Stage:
         silver_version = checkpoints.completed_source_version(checkpoint_dir(s, name), batch_id)
         return update_windows(df, batch_id, s, writer, name, silver_version)
 
-    return Stage(name, _read_delta(SILVER_EVENTS.name, name), windows, GOLD_LOCK, SILVER_EVENTS.name)
+    return Stage(name, _read_delta(SILVER_EVENTS.name, name), windows, (GOLD_LOCK,), SILVER_EVENTS.name)
+
+
+def derived_stage(settings: Settings) -> Stage:
+    """ops.watermarks (the window stream's batches) → hopping, sessions and global windows."""
+    name = derived_stage_name(settings)
+    windows_query = windows_stage_name(settings)
+
+    def derive(marks: DataFrame, batch_id: int, s: Settings, writer: str) -> dict[str, float]:
+        return derive_windows(marks, batch_id, s, writer, windows_query)
+
+    return Stage(name, _read_delta(OPS_WATERMARKS.name, name), derive, (DERIVED_LOCK,), OPS_WATERMARKS.name)
 
 
 def _read_order_payments(spark: SparkSession, settings: Settings) -> DataFrame:
@@ -158,6 +187,11 @@ class Pipeline:
     followers: tuple[Stage, ...]
 
     @property
+    def derived(self) -> Stage | None:
+        """The derived windows' stream, when the home keeps any of them."""
+        return next((stage for stage in self.followers if stage.source == OPS_WATERMARKS.name), None)
+
+    @property
     def downstream(self) -> tuple[Stage, ...]:
         """Every stream after bronze."""
         return (self.silver, self.windows, *self.followers)
@@ -173,12 +207,16 @@ class Pipeline:
 def stages(settings: Settings, source: str = "landing") -> Pipeline:
     """The pipeline's streams: from ``source`` into bronze, then silver, then the gold windows, then the
     followers over silver that ``LAKEHOUSE_GOLD_OUTPUTS`` keeps."""
-    followers = []
+    keyed = keyed_stages(settings)
+    # Fraud alerts first: low latency is their point.
+    followers = [stage for stage in keyed if stage.name == FRAUD_STAGE]
+    if derived_outputs(settings):
+        followers.append(derived_stage(settings))
     if settings.keeps("order_payments"):
         followers.append(
             Stage(ORDER_PAYMENTS_STAGE, _read_order_payments, _record_order_payments, source=SILVER_EVENTS.name)
         )
-    followers.extend(keyed_stages(settings))
+    followers.extend(stage for stage in keyed if stage.name != FRAUD_STAGE)
     return Pipeline(source_stage(source), _silver_stage(), _windows_stage(settings), tuple(followers))
 
 
@@ -188,7 +226,7 @@ def reconcile_stage(settings: Settings) -> Stage:
         RECONCILE_STAGE,
         _read_delta(SILVER_LATE_EVENTS.name, RECONCILE_STAGE),
         fold_late_events,
-        GOLD_LOCK,
+        (GOLD_LOCK, DERIVED_LOCK),
         SILVER_LATE_EVENTS.name,
     )
 
@@ -198,3 +236,27 @@ def stage_named(settings: Settings, name: str) -> Stage:
         if stage.name == name:
             return stage
     raise KeyError(name)
+
+
+def stream_outputs(settings: Settings) -> dict[str, tuple[Table, ...]]:
+    """Stream name → the tables its batches write (kept outputs only): which assets a stream's progress
+    rows (``ops.stream_progress.stream``) speak for."""
+    kept = gold_output_tables(settings)
+    windows = [user_spend_table(settings), GOLD_CORRECTIONS]
+    if settings.keeps("firings"):
+        windows.append(kept["firings"])
+    derived = tuple(kept[name] for name in derived_outputs(settings))
+    pipeline = stages(settings)
+    outputs: dict[str, tuple[Table, ...]] = {source_stage(source).name: (BRONZE_EVENTS,) for source in SOURCES}
+    outputs[pipeline.silver.name] = (SILVER_EVENTS, SILVER_QUARANTINE, SILVER_DUPLICATES)
+    outputs[pipeline.windows.name] = (*windows, SILVER_LATE_EVENTS)
+    followers = {
+        ORDER_PAYMENTS_STAGE: (ORDER_PAYMENTS,),
+        FRAUD_STAGE: (GOLD_FRAUD_ALERTS,),
+        UNIQUE_URLS_STAGE: (GOLD_UNIQUE_URLS,),
+        derived_stage_name(settings): derived,
+    }
+    for stage in pipeline.followers:
+        outputs[stage.name] = followers[stage.name]
+    outputs[RECONCILE_STAGE] = (*windows, *derived)
+    return outputs

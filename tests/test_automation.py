@@ -139,4 +139,10 @@ def test_schedules_target_the_reconcile_and_sweep_jobs() -> None:
         nightly = list(sweep.evaluate_tick(context).run_requests or [])
         assert [r.partition_key for r in nightly] == ["2024-01-02"]
     sensors = {s.name for s in defs.sensors}
-    assert sensors == {"landing_sensor", "late_data_sensor", "after_reconcile_sensor", "kafka_sensor"}
+    assert sensors == {
+        "landing_sensor",
+        "late_data_sensor",
+        "after_reconcile_sensor",
+        "kafka_sensor",
+        "stream_progress_sensor",
+    }

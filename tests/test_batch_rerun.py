@@ -13,7 +13,9 @@ from pyspark.sql import functions as F
 from runtime.runner import prepare
 from tests.reference import hopping_totals
 from transforms import reconcile
+from transforms.gold import sessions as session_windows
 from transforms.gold import tumbling
+from transforms.gold.derived import derive_windows
 from transforms.gold.tumbling import update_windows
 from transforms.silver import refine_events
 from warehouse.catalog import (
@@ -66,6 +68,7 @@ def event(event_id: str, user: str, hh_mm: str, amount: str) -> str:
 # e. A micro-batch re-run after a crash writes nothing twice.
 
 WRITER = "lakehouse:test:crash"
+DERIVED = "lakehouse:test:derived"
 QUERY = "gold_crash_test"
 
 
@@ -168,6 +171,21 @@ def test_batch_rerun_after_crash_writes_nothing_twice(
         in_batch(1, since, lambda: update_windows(events1, 1, settings, WRITER, QUERY))()
     monkeypatch.undo()
     run_twice(spark, settings, in_batch(1, since, lambda: update_windows(events1, 1, settings, WRITER, QUERY)))
+
+    # The derived windows follow on their own stream over ops.watermarks, one batch per window batch here;
+    # the second is killed after its hopping windows committed, before its sessions' MERGE.
+    marks = read(spark, settings, OPS_WATERMARKS).orderBy("recorded_at").collect()
+    for derived_batch, mark in enumerate(marks):
+        rows = spark.createDataFrame([mark], OPS_WATERMARKS.schema)
+        step = in_batch(
+            derived_batch, since, lambda rows=rows, b=derived_batch: derive_windows(rows, b, settings, DERIVED, QUERY)
+        )
+        if derived_batch == 1:
+            monkeypatch.setattr(session_windows, "_merge", crash)
+            with pytest.raises(RuntimeError, match="killed"):
+                step()
+            monkeypatch.undo()
+        run_twice(spark, settings, step)
 
     counts = {t.name: rows_of(spark, settings, t) for t in all_tables(settings)}
     assert counts == {

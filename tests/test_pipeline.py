@@ -172,7 +172,7 @@ def test_dedup_is_exact_across_days_and_in_a_home_older_than_the_event_key(spark
     before event_key existed gets the column and keeps deduplicating against its keyless rows."""
     # A silver.events written before event_key existed, holding e1 and e2 of 2024-01-01.
     path = str(SILVER_EVENTS.path(settings))
-    old_schema = StructType([f for f in SILVER_EVENTS.schema.fields if f.name != "event_key"])
+    old_schema = StructType([f for f in SILVER_EVENTS.schema.fields if f.name not in {"event_key", "arrived_at"}])
     SparkDeltaTable.createIfNotExists(spark).location(path).addColumns(old_schema).partitionedBy("event_date").execute()
     day1 = [event("e1", "A", "2024-01-01T10:00:00Z", "5"), event("e2", "B", "2024-01-01T11:00:00Z", "3")]
     old_rows = parse_events(spark.createDataFrame([(line,) for line in day1], "raw string"), 1024).withColumns(

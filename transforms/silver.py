@@ -98,6 +98,7 @@ def _classify(parsed: DataFrame, history: DataFrame, batch_id: int) -> DataFrame
     ranked = parsed.withColumns(
         {
             "source_position": source_position(),
+            "arrived_at": F.coalesce("kafka_timestamp", "file_modified_at"),
             "silver_batch": F.lit(batch_id).cast("long"),
             "arrival_rank": F.when(valid, F.row_number().over(by_arrival)),
             "first_hash_in_batch": F.when(valid, F.first("payload_hash").over(by_arrival)),

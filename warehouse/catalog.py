@@ -27,6 +27,12 @@ def _source_position_columns() -> tuple[Column, ...]:
     return (
         Column("source_position", StringType(), "where the line came from: file#line or kafka topic/partition@offset"),
         Column("ingest_time", TimestampType(), "processing time the line was written to bronze"),
+        Column(
+            "arrived_at",
+            TimestampType(),
+            "when the line arrived: its landing file's modification time or its Kafka record's timestamp "
+            "(what end-to-end latency is measured from)",
+        ),
     )
 
 
@@ -445,6 +451,8 @@ OPS_WATERMARKS = Table(
         ),
         Column("watermark_lag_seconds", DoubleType(), "recorded_at minus watermark: event time behind processing time"),
         Column("events", LongType(), "events the batch brought (0 for an idle advance)"),
+        Column("silver_batch_from", LongType(), "first silver.events.silver_batch the batch folded (null: none)"),
+        Column("silver_batch_to", LongType(), "last silver.events.silver_batch the batch folded (null: none)"),
     ),
 )
 
@@ -482,6 +490,11 @@ OPS_STREAM_PROGRESS = Table(
             "Kafka stream: messages left in the topic after the batch (consumer lag, all partitions; "
             "per partition in figures)",
         ),
+        Column(
+            "latency_p50_seconds", DoubleType(), "end to end, median: the batch's commit minus its rows' arrived_at"
+        ),
+        Column("latency_p99_seconds", DoubleType(), "end to end, 99th percentile over the batch's rows"),
+        Column("latency_max_seconds", DoubleType(), "end to end, the batch's oldest row"),
     ),
 )
 

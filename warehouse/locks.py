@@ -17,8 +17,11 @@ from typing import IO
 
 from warehouse.settings import Settings
 
-#: Every read-modify-write of a gold table holds this lock.
+#: Every read-modify-write of the tumbling table (and its firings and corrections) holds this lock.
 GOLD_LOCK = "gold"
+#: Every read-modify-write of the derived window tables (hopping, sessions, global) holds this one; a
+#: writer of both takes the gold lock first.
+DERIVED_LOCK = "gold_derived"
 
 
 class LockBusyError(RuntimeError):
@@ -29,9 +32,11 @@ class LockBusyError(RuntimeError):
 GOLD_LOCK_WAIT_SECONDS = 600.0
 
 
-def hold_gold(settings: Settings, purpose: str) -> AbstractContextManager[None]:
-    """Hold the gold lock for one read-modify-write of gold, waiting for it as every gold writer does."""
-    return hold(settings, GOLD_LOCK, wait_seconds=GOLD_LOCK_WAIT_SECONDS, purpose=purpose)
+def hold_gold(settings: Settings, purpose: str, *, derived: bool = True) -> AbstractContextManager[None]:
+    """Hold the gold lock for one read-modify-write of gold, waiting for it as every gold writer does; with
+    ``derived``, the derived windows' lock too (a reconcile or replay changes both)."""
+    names = [GOLD_LOCK, DERIVED_LOCK] if derived else [GOLD_LOCK]
+    return hold_all(settings, names, wait_seconds=GOLD_LOCK_WAIT_SECONDS, purpose=purpose)
 
 
 def lock_path(settings: Settings, name: str) -> Path:

@@ -335,7 +335,8 @@ class SparkSettings(_Group):
 @dataclass(frozen=True)
 class ScheduleSettings(_Group):
     """The Dagster schedules: reconciliation, and maintenance (OPTIMIZE small files, VACUUM files unreferenced
-    for ``vacuum_retention_hours``); the daily sweep's partitions start at ``sweep_start_date``."""
+    for ``vacuum_retention_hours``); the daily sweep's partitions start at ``sweep_start_date``. Gold's
+    freshness policy in Dagster fails an asset not materialized for ``gold_freshness_seconds``."""
 
     reconcile_cron: str = field(default="*/15 * * * *", metadata=_var("LAKEHOUSE_RECONCILE_CRON", CRON))
     maintenance_cron: str = field(default="7 * * * *", metadata=_var("LAKEHOUSE_MAINTENANCE_CRON", CRON))
@@ -343,6 +344,7 @@ class ScheduleSettings(_Group):
     vacuum_retention_hours: int = field(
         default=168, metadata=_var("LAKEHOUSE_VACUUM_RETENTION_HOURS", NON_NEGATIVE_INT)
     )
+    gold_freshness_seconds: int = field(default=300, metadata=_var("LAKEHOUSE_GOLD_FRESHNESS_SECONDS", POSITIVE_INT))
 
 
 @dataclass(frozen=True)

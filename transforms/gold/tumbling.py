@@ -14,7 +14,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from transforms.gold.corrections import consumption_metadata, correction_rows
-from transforms.gold.propagate import GoldChange, closures_pending, firings, passed, propagate
+from transforms.gold.propagate import GoldChange, closures_pending, firings, passed
 from transforms.gold.watermarks import (
     RECORDED,
     Watermark,
@@ -26,6 +26,7 @@ from transforms.gold.watermarks import (
     watermark_before,
     watermark_delay,
 )
+from transforms.latency import arrival_figures, arrival_quantiles
 from warehouse.catalog import GOLD_CORRECTIONS, MONEY, OPS_WATERMARKS, SILVER_LATE_EVENTS, Table, user_spend_table
 from warehouse.delta import already_written, append_all_once, materialized, merge_once, read_table
 from warehouse.settings import Settings
@@ -86,12 +87,24 @@ def update_windows(
     spark = events.sparkSession
     gold = user_spend_table(settings)
     before = watermark_before(spark, settings, query_name, batch_id, writer_id)
-    windowed = assign_windows(events.select("event_id", "user_id", "event_time", "amount", "ingest_time"), settings)
+    carried = [name for name in ("silver_batch", "arrived_at") if name in events.columns]
+    windowed = assign_windows(
+        events.select("event_id", "user_id", "event_time", "amount", "ingest_time", *carried), settings
+    )
     windowed.persist()
     try:
         on_time, late = split_late(windowed, settings, before)
-        rows_in, batch_max, n_late, lag = windowed.agg(
-            F.count("*"), F.max("event_time"), F.count_if(is_late(settings, before)), observed_lag(settings, before)
+        silver_from = F.min("silver_batch") if "silver_batch" in carried else F.lit(None).cast("long")
+        silver_to = F.max("silver_batch") if "silver_batch" in carried else F.lit(None).cast("long")
+        arrivals = arrival_quantiles() if "arrived_at" in carried else [F.lit(None), F.lit(None)]
+        rows_in, batch_max, n_late, lag, first_silver, last_silver, quantiles, earliest = windowed.agg(
+            F.count("*"),
+            F.max("event_time"),
+            F.count_if(is_late(settings, before)),
+            observed_lag(settings, before),
+            silver_from,
+            silver_to,
+            *arrivals,
         ).first()
         observed = before
         if lag is not None:
@@ -115,15 +128,26 @@ def update_windows(
             "ingest_time",
             F.lit(batch_id).cast("long").alias("gold_batch"),
         )
-        recorded_mark = mark_row(spark, query_name, writer_id, batch_id, after, now, "events", delay, lag, rows_in)
+        recorded_mark = mark_row(
+            spark,
+            query_name,
+            writer_id,
+            batch_id,
+            after,
+            now,
+            "events",
+            delay,
+            lag,
+            rows_in,
+            (first_silver, last_silver),
+        )
         with materialized(_window_changes(spark, settings, gold, on_time, before, after, now, batch_id)) as changes:
             n_changed, n_revised = changes.agg(F.count("*"), F.count(F.col("old_revision"))).first()
-            moved = bool(n_changed) or after.watermark != before.watermark
+            # The derived windows (hopping, sessions, global) follow on their own stream, which reads this
+            # batch's ops.watermarks row (``transforms.gold.derived``); only the firings go with the change.
             change = GoldChange(
                 before.watermark, after.watermark, now, writer_id, batch_id, "stream_update",
-                changed=correction_rows(changes, gold), gold_batch=batch_id,
-                panes=changes.select("user_id", "window_start") if moved else None,
-                closes_from=before.watermark, events=windowed, include_passed=True,
+                changed=correction_rows(changes, gold), gold_batch=batch_id, include_passed=True,
             )  # fmt: skip
             writes = [(recorded_mark, OPS_WATERMARKS)]
             if n_late:
@@ -143,7 +167,6 @@ def update_windows(
                     consumption_metadata(writer_id, batch_id, silver_version),
                     target=gold.path(settings),
                 )
-            derived = propagate(spark, settings, change)
         RECORDED[writer_id] = (batch_id, after)
     finally:
         windowed.unpersist()
@@ -152,9 +175,7 @@ def update_windows(
         "rows_written": n_changed,
         "late": n_late,
         "windows_revised": n_revised,
-        "hopping_windows_changed": derived.hopping,
-        "sessions_changed": derived.sessions,
-        "global_firings": derived.global_firings,
+        **arrival_figures(quantiles, earliest),
         "watermark": after.watermark.timestamp() if after.watermark else 0.0,
         "watermark_delay_seconds": delay.total_seconds(),
         "watermark_lag_seconds": (now - after.watermark).total_seconds() if after.watermark else 0.0,
@@ -229,9 +250,6 @@ def advance_idle(
                     {"writer": app_id, "batch": version, "advanced_by": "idle"},
                     target=gold.path(settings),
                 )
-            derived = propagate(spark, settings, change)
-            hops = derived.hopping if settings.keeps("hopping") else hops
-            sessions = derived.sessions if settings.keeps("sessions") else sessions
         RECORDED[writer_id] = (batch_id, after)
         return {
             "watermark": target.timestamp(),

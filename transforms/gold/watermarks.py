@@ -149,8 +149,10 @@ def mark_row(
     delay: timedelta | None,
     lag: float | None,
     events: int,
+    silver_batches: tuple[int | None, int | None] = (None, None),
 ) -> DataFrame:
-    """The ops.watermarks row of one batch or idle advance."""
+    """The ops.watermarks row of one batch or idle advance; ``silver_batches``: the first and last silver
+    batch whose events it folded (what the derived windows stream reads back)."""
     behind = (now - mark.watermark).total_seconds() if mark.watermark else None
     row = (
         query_name,
@@ -164,5 +166,6 @@ def mark_row(
         lag,
         behind,
         events,
+        *silver_batches,
     )
     return spark.createDataFrame([row], OPS_WATERMARKS.schema)

@@ -1,0 +1,105 @@
+"""The derived windows (hopping, sessions, global) follow the tumbling table on a stream of their own.
+
+The window stream records one ``ops.watermarks`` row per batch (and per idle advance): where it left the
+watermark and which silver batches' events it folded. That table is this stream's source, so the
+tumbling table's batch never waits for the derived outputs:
+
+``ops.watermarks (window batches) → silver events of those batches → hopping roll-up, sessions, global``
+
+Time semantics: a batch takes the watermark rows it read; ``after`` is the furthest of their watermarks
+and ``before`` the furthest of the rows recorded before them (what the previous batches of this stream
+applied), so sessions and hopping windows close exactly as the tumbling table's windows did, one step
+behind. The events are read back from silver by their ``silver_batch`` (each silver batch is folded by
+exactly one window batch). Hopping windows roll up the tumbling panes as the table holds them when the
+batch runs (never older than the rows read: the window stream commits gold before its watermark row).
+Each table is written exactly once per batch under ``<writer>:<output>``; reconcile and replay change the
+derived tables themselves (``transforms.gold.propagate``).
+"""
+
+from datetime import UTC, datetime
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from transforms.gold.propagate import GoldChange, propagate
+from transforms.gold.tumbling import assign_windows
+from transforms.gold.watermarks import utc
+from transforms.latency import arrival_figures, arrival_quantiles
+from warehouse.catalog import OPS_WATERMARKS, SILVER_EVENTS
+from warehouse.delta import materialized, read_table
+from warehouse.settings import Settings
+
+#: What this stream takes from silver for a batch of window batches.
+_EVENT_COLUMNS = ("event_id", "user_id", "event_time", "amount", "arrived_at")
+
+
+def derived_outputs(settings: Settings) -> tuple[str, ...]:
+    """The derived window outputs this home keeps (``LAKEHOUSE_GOLD_OUTPUTS``)."""
+    return tuple(name for name in ("hopping", "sessions", "global") if settings.keeps(name))
+
+
+def derive_windows(
+    marks: DataFrame, batch_id: int, settings: Settings, writer_id: str, windows_query: str
+) -> dict[str, float]:
+    """Bring hopping windows, sessions and global windows in line with the window batches (and idle
+    advances) recorded in ``marks``, a micro-batch of new ``ops.watermarks`` rows; exactly once per batch."""
+    spark = marks.sparkSession
+    rows = (
+        marks.where(F.col("query_name") == windows_query)
+        .select("batch_id", "watermark", "recorded_at", "silver_batch_from", "silver_batch_to")
+        .collect()
+    )
+    if not rows:
+        return {"rows_in": 0, "rows_written": 0}
+    first_recorded = min(row.recorded_at for row in rows)
+    after = max((utc(row.watermark) for row in rows if row.watermark is not None), default=None)
+    before = _applied_before(spark, settings, windows_query, first_recorded)
+    ranges = [(row.silver_batch_from, row.silver_batch_to) for row in rows if row.silver_batch_from is not None]
+    events = _events_of(spark, settings, ranges)
+    with materialized(events) as events:
+        rows_in, quantiles, earliest = events.agg(F.count("*"), *arrival_quantiles()).first()
+        change = GoldChange(
+            before, after, datetime.now(UTC), writer_id, batch_id,
+            "stream_update" if rows_in else "window_closed",
+            gold_batch=max(row.batch_id for row in rows),
+            panes=events.select("user_id", "window_start").distinct() if rows_in else _no_panes(spark),
+            closes_from=before, events=events if rows_in else None,
+        )  # fmt: skip
+        derived = propagate(spark, settings, change)
+    return {
+        "rows_in": rows_in,
+        "rows_written": derived.hopping + derived.sessions + derived.global_firings,
+        "window_batches": len(rows),
+        "hopping_windows_changed": derived.hopping,
+        "sessions_changed": derived.sessions,
+        "global_firings": derived.global_firings,
+        **arrival_figures(quantiles, earliest),
+        "watermark": after.timestamp() if after else 0.0,
+    }
+
+
+def _applied_before(spark: SparkSession, settings: Settings, windows_query: str, first: datetime) -> datetime | None:
+    """The furthest watermark the window stream recorded before ``first``: where this stream's earlier
+    batches left the derived windows (rows are recorded in order by the one window writer)."""
+    earlier = read_table(spark, settings, OPS_WATERMARKS).where(
+        (F.col("query_name") == windows_query) & (F.col("recorded_at") < F.lit(first))
+    )
+    return utc(earlier.agg(F.max("watermark")).first()[0])
+
+
+def _events_of(spark: SparkSession, settings: Settings, ranges: list[tuple[int, int]]) -> DataFrame:
+    """The silver events of the given silver batch ranges, with their tumbling window."""
+    if not ranges:
+        empty = spark.createDataFrame([], SILVER_EVENTS.schema).select(*_EVENT_COLUMNS)
+        return assign_windows(empty, settings)
+    low, high = min(lo for lo, _ in ranges), max(hi for _, hi in ranges)
+    inside = F.lit(False)
+    for lo, hi in ranges:
+        inside = inside | F.col("silver_batch").between(lo, hi)
+    # The overall bounds let Delta skip every file of other silver batches by its statistics.
+    silver = read_table(spark, settings, SILVER_EVENTS).where(F.col("silver_batch").between(low, high) & inside)
+    return assign_windows(silver.select(*_EVENT_COLUMNS), settings)
+
+
+def _no_panes(spark: SparkSession) -> DataFrame:
+    return spark.createDataFrame([], "user_id string, window_start timestamp")
