@@ -1,11 +1,13 @@
 """``make bench``, part three: how fresh gold stays while ``lakehouse run --continuous`` keeps up with a
 steady stream of landing files, and the highest rate it holds.
 
-For each rate, in its own scratch home: ``run --continuous`` starts; once its streams run, a generator
-lands one file per second holding ``rate`` events stamped with the current time, plus one probe event
-for a user of its own (``probe-<n>``). A reader polls gold with delta-rs (as any outside reader would)
-and notes when each probe's window first appears. Freshness is that moment minus the moment the file
-was landed: landing → visible in gold, for a reader outside the process.
+For each rate, in its own scratch home, every gold output on (the default): ``run --continuous`` starts;
+once its streams run, a generator lands one file per second holding ``rate`` events stamped with the
+current time, plus the probes of a user of its own (``probe-<n>``): three purchases within a second (a
+burst, so a fraud alert), a click with a URL, and an order with its payment (order id ``probe-<n>``). A
+reader polls every gold output with delta-rs (as any outside reader would) and notes when each probe
+first appears in it. Freshness is that moment minus the moment the file was landed: landing → visible in
+that output, for a reader outside the process; the headline figure is ``gold.user_spend_5m``'s.
 
 The rate is held when every probe became visible, at least two thirds of them while the generator was
 still landing files (not in the drain after it stopped), and the lag did not grow: the p50 of the last
@@ -33,7 +35,7 @@ from deltalake import DeltaTable
 
 from bench.run import _environment, _lakehouse_command
 from runtime.sources.landing import place_in_landing
-from warehouse.catalog import user_spend_table
+from warehouse.catalog import gold_output_tables, user_spend_table
 from warehouse.settings import REPO_ROOT, Settings
 
 RESULTS = REPO_ROOT / "bench" / "results"
@@ -64,6 +66,9 @@ class RateResult:
     steady_p50: float | None = None
     steady_p99: float | None = None
     kept_up: bool = False
+    #: Every gold output: landing → visible percentiles, and (seconds since the first file, latency) per probe.
+    outputs: dict[str, dict[str, float | int | None]] = field(default_factory=dict)
+    series: dict[str, list[tuple[float, float]]] = field(default_factory=dict, repr=False)
 
     def summarize(self) -> None:
         seen = sorted(self.latencies)
@@ -89,24 +94,39 @@ def _lines(rate: int, n: int, now: datetime) -> list[str]:
     stamp = now.isoformat(timespec="milliseconds").replace("+00:00", "Z")
     template = '{{"event_id":"f{n}-{i}","user_id":"user-{u:04d}","event_time":"{t}","amount":{a}.{c:02d}}}'
     lines = [template.format(n=n, i=i, u=i % USERS, t=stamp, a=i % 97, c=i % 100) for i in range(rate)]
-    lines.append(f'{{"event_id":"probe-{n}","user_id":"probe-{n}","event_time":"{stamp}","amount":1}}')
+    probe = f'"user_id":"probe-{n}","event_time":"{stamp}"'
+    lines.extend(f'{{"event_id":"probe-{n}-{k}",{probe},"amount":1,"event_type":"purchase"}}' for k in range(3))
+    lines.append(f'{{"event_id":"probe-{n}-click",{probe},"amount":0,"event_type":"click","url":"/p/{n}"}}')
+    for kind in ("order", "payment"):
+        lines.append(
+            f'{{"event_id":"probe-{n}-{kind}",{probe},"amount":5,"event_type":"{kind}","order_id":"probe-{n}"}}'
+        )
     return lines
 
 
-def _probes_visible(gold: Path) -> set[int]:
+def outputs(settings: Settings) -> dict[str, tuple[Path, str]]:
+    """Every gold output the home keeps → (its table's path, the column a probe's key appears in)."""
+    found = {"user_spend_5m": (user_spend_table(settings).path(settings), "user_id")}
+    for name, table in gold_output_tables(settings).items():
+        if settings.keeps(name):
+            found[name] = (table.path(settings), "order_id" if name == "order_payments" else "user_id")
+    return found
+
+
+def _probes_visible(table: Path, column: str) -> set[int]:
     try:
-        users = DeltaTable(str(gold)).to_pyarrow_table(columns=["user_id"]).column("user_id").to_pylist()
+        keys = DeltaTable(str(table)).to_pyarrow_table(columns=[column]).column(column).to_pylist()
     except Exception:  # not created yet, or a commit in flight: try again on the next poll
         return set()
-    return {int(u.removeprefix("probe-")) for u in users if u.startswith("probe-")}
+    return {int(k.removeprefix("probe-")) for k in keys if k and k.startswith("probe-")}
 
 
 def _streams_running(home: Path) -> bool:
-    from runtime.checkpoints import LANDING_STAGE, SILVER_STAGE, windows_stage_name
+    from runtime.stages import stages
     from warehouse.locks import lock_holder
 
     settings = Settings.from_env({"LAKEHOUSE_HOME": str(home)})
-    names = (LANDING_STAGE, SILVER_STAGE, windows_stage_name(settings))
+    names = stages(settings).names
     return all(lock_holder(settings, name) for name in names) and (settings.home / "tables" / "gold").is_dir()
 
 
@@ -115,20 +135,22 @@ def measure(rate: int, seconds: float, trigger: int, root: Path) -> RateResult:
     env = _environment(home, 50)
     env["LAKEHOUSE_TRIGGER_INTERVAL_SECONDS"] = str(trigger)
     settings = Settings.from_env(env)
-    gold = user_spend_table(settings).path(settings)
+    watched = outputs(settings)
     log = (root / f"rate-{rate}.log").open("w")
     stream = subprocess.Popen([_lakehouse_command(), "run", "--continuous"], env=env, stdout=log, stderr=log)
     result = RateResult(rate, seconds, 0, 0, trigger)
     landed: dict[int, float] = {}
-    visible: dict[int, float] = {}
+    seen: dict[str, dict[int, float]] = {name: {} for name in watched}
+    visible = seen["user_spend_5m"]
     stop = threading.Event()
 
     def poll() -> None:
         while not stop.wait(0.2):
-            found = _probes_visible(gold)
-            now = time.time()
-            for n in found - visible.keys():
-                visible[n] = now
+            for name, (table, column) in watched.items():
+                found = _probes_visible(table, column)
+                now = time.time()
+                for n in found - seen[name].keys():
+                    seen[name][n] = now
 
     try:
         deadline = time.monotonic() + 180
@@ -152,7 +174,7 @@ def measure(rate: int, seconds: float, trigger: int, root: Path) -> RateResult:
         stopped_landing = time.time()
         result.visible_while_landing = sum(1 for moment in list(visible.values()) if moment <= stopped_landing)
         drain = time.monotonic() + 120
-        while len(visible) < n and time.monotonic() < drain:
+        while min(len(found) for found in seen.values()) < n and time.monotonic() < drain:
             time.sleep(0.5)
         stop.set()
         poller.join()
@@ -166,7 +188,26 @@ def measure(rate: int, seconds: float, trigger: int, root: Path) -> RateResult:
     result.latencies = [round(visible[i] - landed[i], 3) for i in sorted(landed) if i in visible]
     result.probes_missing = len(landed) - len(result.latencies)
     result.summarize()
+    for name, found in seen.items():
+        latencies = [round(found[i] - landed[i], 3) for i in sorted(landed) if i in found]
+        result.series[name] = [(round(landed[i] - landed[0], 1), round(found[i] - landed[i], 3))
+                               for i in sorted(landed) if i in found]  # fmt: skip
+        result.outputs[name] = _percentiles(latencies, len(landed) - len(latencies))
     return result
+
+
+def _percentiles(latencies: list[float], missing: int) -> dict[str, float | int | None]:
+    """p50, p99 and max of landing → visible, and how many probes never became visible."""
+    seen = sorted(latencies)
+    if not seen:
+        return {"p50": None, "p99": None, "max": None, "missing": missing}
+    p99 = seen[min(len(seen) - 1, int(0.99 * len(seen)))]
+    return {
+        "p50": round(statistics.median(seen), 2),
+        "p99": round(p99, 2),
+        "max": round(seen[-1], 2),
+        "missing": missing,
+    }
 
 
 def main() -> None:
@@ -184,6 +225,9 @@ def main() -> None:
             print(f"holding {rate:,} events/s for {args.minutes:g} min ...", flush=True)
             result = measure(rate, args.minutes * 60, args.trigger, root)
             results.append(result)
+            for name, figures in result.outputs.items():
+                print(f"    {name:16s} p50 {figures['p50']} s, p99 {figures['p99']} s, max {figures['max']} s, "
+                      f"missing {figures['missing']}", flush=True)  # fmt: skip
             print(
                 f"  p50 {result.p50} s, p99 {result.p99} s, max {result.max} s "
                 f"(after the first minute: p50 {result.steady_p50} s, p99 {result.steady_p99} s), probes missing "
@@ -201,11 +245,38 @@ def main() -> None:
         "minutes": args.minutes,
         "target_p99_seconds": TARGET_P99_SECONDS,
         "highest_rate_kept_up": max(held) if held else None,
-        "rates": [{k: v for k, v in asdict(r).items() if k != "latencies"} for r in results],
+        "rates": [{k: v for k, v in asdict(r).items() if k not in ("latencies", "series")} for r in results],
     }
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / "freshness.json").write_text(json.dumps(report, indent=2) + "\n")
+    _plot(results)
     print(json.dumps({k: v for k, v in report.items() if k != "rates"}))
+
+
+def _plot(results: list[RateResult]) -> None:
+    """Latency over time per output, one panel per rate: ``bench/results/freshness-<rate>.png``."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:  # `make bench` installs it; a bare run still writes the figures
+        return
+    for result in results:
+        figure, axis = plt.subplots(figsize=(9, 4.5))
+        for name, points in sorted(result.series.items()):
+            if points:
+                axis.plot([p[0] for p in points], [p[1] for p in points], marker=".", linewidth=1, label=name)
+        axis.axhline(TARGET_P99_SECONDS, linestyle="--", color="grey", label="gold p99 target")
+        axis.set(
+            xlabel="seconds since the first file",
+            ylabel="seconds landing → visible",
+            title=f"run --continuous at {result.rate:,} events/s: landing → each gold output",
+        )
+        axis.legend(fontsize="small", ncol=2)
+        figure.tight_layout()
+        figure.savefig(RESULTS / f"freshness-{result.rate}.png", dpi=110)
+        plt.close(figure)
 
 
 if __name__ == "__main__":

@@ -96,6 +96,23 @@ def rows() -> list[tuple[str, str, str, str]]:
                     "meets" if rate["p99"] is not None and rate["p99"] <= freshness["target_p99_seconds"] else "above",
                 )
             )
+            # Issue 24: every other gold output within 10 s (p99), fraud alerts p50 ≤ 3 s and p99 ≤ 6 s.
+            for output, figures in (rate.get("outputs") or {}).items():
+                if output == "user_spend_5m":
+                    continue
+                p50_target, p99_target = (3.0, 6.0) if output == "fraud_alerts" else (None, 10.0)
+                meets = figures["p99"] is not None and figures["p99"] <= p99_target and not figures["missing"]
+                if p50_target is not None:
+                    meets = meets and figures["p50"] <= p50_target
+                table.append(
+                    (
+                        f"  landing → {output} at {rate['rate']:,} events/s: p50 / p99",
+                        f"{figures['p50']} / {figures['p99']} s"
+                        + (f" ({figures['missing']} probes never seen)" if figures["missing"] else ""),
+                        (f"p50 ≤ {p50_target:.0f} s, " if p50_target else "") + f"p99 ≤ {p99_target:.0f} s",
+                        "meets" if meets else "above",
+                    )
+                )
         highest = freshness["highest_rate_kept_up"]
         table.append(
             (

@@ -204,7 +204,7 @@ def run(
     settings = _settings()
     source = source or settings.streams.source
     source_stage(source)  # an unknown source stops here, before Spark starts
-    ensure_free(settings, [stage.name for stage in stages(settings, source)])
+    ensure_free(settings, stages(settings, source).names)
     if source == "kafka":
         from runtime.sources.kafka_client import check_reachable
 

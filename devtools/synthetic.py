@@ -1,9 +1,10 @@
 """Synthetic event streams, deterministic for a seed, in *arrival* order.
 
-- ``generate_lines`` (the default kind, ``events``): purchases, clicks, refunds and views of skewed users;
-  event times run forward at ``rate`` events per second of event time from ``start``, each moved back by
-  up to ``disorder_seconds`` (bounded disorder), a ``late_fraction`` of events far behind (beyond
-  watermark + allowed lateness), duplicates and invalid lines mixed in.
+- ``generate_lines`` (the default kind, ``events``): purchases, clicks, refunds and views (alike, or a
+  ``purchase_fraction`` of purchases) of Zipf-skewed users (``skew``; 0 is uniform); event times run
+  forward at ``rate`` events per second of event time from ``start``, each moved back by up to
+  ``disorder_seconds`` (bounded disorder), a ``late_fraction`` of events far behind (beyond watermark +
+  allowed lateness), duplicates and invalid lines mixed in.
 - ``generate_order_lines`` (kind ``orders``): orders and their payments for gold.order_payments; see there.
 """
 
@@ -13,6 +14,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, timezone
 from decimal import Decimal
+from itertools import accumulate
 
 from warehouse.catalog import ORDER_PAYMENT_BOUND_MINUTES
 
@@ -21,6 +23,8 @@ from warehouse.catalog import ORDER_PAYMENT_BOUND_MINUTES
 class StreamSpec:
     events: int = 5000
     users: int = 50
+    #: Users by Zipf's law: the user of rank k draws events in proportion to 1 / k**skew (0: uniform; 1.1,
+    #: the default, gives the first of 10,000 users 15 % of the events, the top 1 % 65 %). Deterministic for the seed.
     skew: float = 1.1
     rate: float = 20.0
     disorder_seconds: float = 30.0
@@ -34,6 +38,8 @@ class StreamSpec:
     missing_payment_fraction: float = 0.1
     #: Kind ``orders``: orders whose only payment falls outside the bound (most after it, a fifth before the order).
     outside_bound_fraction: float = 0.05
+    #: Kind ``events``: the share of purchases (the rest clicks, refunds and views alike); None: all four alike.
+    purchase_fraction: float | None = None
 
     def validate(self) -> None:
         fractions = ("duplicate_fraction", "late_fraction", "invalid_fraction")
@@ -43,6 +49,8 @@ class StreamSpec:
                 raise ValueError(f"{name} must be in [0, 1), got {value}")
         if self.events < 0 or self.users < 1 or self.rate <= 0 or self.skew < 0 or self.disorder_seconds < 0:
             raise ValueError("events >= 0, users >= 1, rate > 0, skew >= 0 and disorder >= 0 are required")
+        if self.purchase_fraction is not None and not 0 <= self.purchase_fraction <= 1:
+            raise ValueError(f"purchase_fraction must be in [0, 1], got {self.purchase_fraction}")
         if self.missing_payment_fraction + self.outside_bound_fraction >= 1:
             raise ValueError("missing_payment_fraction + outside_bound_fraction must be below 1")
 
@@ -69,12 +77,21 @@ def _format_time(moment: datetime, style: int) -> str | int:
     return shifted.isoformat(timespec="milliseconds")
 
 
+def _zipf_users(spec: StreamSpec) -> tuple[list[str], list[float]]:
+    """The user names and their cumulative Zipf weights (rank k weighs 1 / k**skew).
+
+    Cumulative once: ``rng.choices(users, weights)`` sums the weights on every call (O(users) an event),
+    and given the sums it draws exactly the same users.
+    """
+    users = [f"user-{n:05d}" for n in range(1, spec.users + 1)]
+    return users, list(accumulate(1.0 / (rank**spec.skew) for rank in range(1, spec.users + 1)))
+
+
 def generate_lines(spec: StreamSpec) -> Iterator[str]:
     """Yield ``spec.events`` valid first arrivals plus duplicates and invalid lines, in arrival order."""
     spec.validate()
     rng = random.Random(spec.seed)
-    weights = [1.0 / (rank**spec.skew) for rank in range(1, spec.users + 1)]
-    users = [f"user-{n:05d}" for n in range(1, spec.users + 1)]
+    users, cumulative = _zipf_users(spec)
     types = ("purchase", "click", "refund", "view")
     recent: list[dict] = []
     for index in range(spec.events):
@@ -86,10 +103,10 @@ def generate_lines(spec: StreamSpec) -> Iterator[str]:
         moment = moment.replace(microsecond=(moment.microsecond // 1000) * 1000)
         event = {
             "event_id": f"evt-{spec.seed}-{index:09d}",
-            "user_id": rng.choices(users, weights)[0],
+            "user_id": rng.choices(users, cum_weights=cumulative)[0],
             "event_time": _format_time(moment, index % 3),
             "amount": Decimal(rng.randint(1, 50_000)) / 100,
-            "event_type": types[rng.randrange(len(types))],
+            "event_type": _event_type(rng, spec.purchase_fraction, types),
         }
         yield _dump(event)
         recent.append(event)
@@ -102,6 +119,14 @@ def generate_lines(spec: StreamSpec) -> Iterator[str]:
             yield _dump(again)
         if rng.random() < spec.invalid_fraction:
             yield _INVALID_LINES[rng.randrange(len(_INVALID_LINES))]
+
+
+def _event_type(rng: random.Random, purchase_fraction: float | None, types: tuple[str, ...]) -> str:
+    if purchase_fraction is None:
+        return types[rng.randrange(len(types))]
+    if rng.random() < purchase_fraction:
+        return types[0]
+    return types[1 + rng.randrange(len(types) - 1)]
 
 
 def _dump(event: dict) -> str:
@@ -129,8 +154,7 @@ def generate_order_lines(spec: StreamSpec) -> Iterator[str]:
     """
     spec.validate()
     rng = random.Random(spec.seed)
-    weights = [1.0 / (rank**spec.skew) for rank in range(1, spec.users + 1)]
-    users = [f"user-{n:05d}" for n in range(1, spec.users + 1)]
+    users, cumulative = _zipf_users(spec)
     bound_ms = int(PAYMENT_BOUND.total_seconds() * 1000)
     events: list[tuple[datetime, int, dict]] = []
 
@@ -143,7 +167,7 @@ def generate_order_lines(spec: StreamSpec) -> Iterator[str]:
         ordered_at = spec.start + timedelta(seconds=index / spec.rate)
         ordered_at = ordered_at.replace(microsecond=(ordered_at.microsecond // 1000) * 1000)
         order_id = f"ord-{spec.seed}-{index:07d}"
-        user = rng.choices(users, weights)[0]
+        user = rng.choices(users, cum_weights=cumulative)[0]
         amount = Decimal(rng.randint(1, 50_000)) / 100
         order = {"event_id": f"evt-{spec.seed}-o{index:07d}", "user_id": user, "amount": amount}
         add(ordered_at, {**order, "event_type": "order", "order_id": order_id})

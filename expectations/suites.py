@@ -27,11 +27,11 @@ from expectations.validation import CRITICAL, WARNING, SuiteResult, gx_expectati
 from runtime.checkpoints import (
     LANDING_STAGE,
     RECONCILE_STAGE,
-    SILVER_STAGE,
     checkpoint_dir,
     committed_batches,
     consumed_source_version,
     files_read,
+    silver_consumption,
 )
 from transforms.bronze import read_landing_files, split_lines
 from transforms.reconcile import KEY, ReconcileError, gold_silver_version, recompute_windows
@@ -233,7 +233,7 @@ def conservation_suite(spark: SparkSession, settings: Settings) -> SuiteResult:
     gxe = gx_expectations()
     result = SuiteResult("conservation", SILVER_EVENTS.name)
     with timed(result):
-        consumed = consumed_source_version(checkpoint_dir(settings, SILVER_STAGE))
+        consumed = silver_consumption(settings)
         silver_batch, bronze_version = consumed if consumed else (-1, None)
         # The ingest batches silver has read (bronze commits up to that version), as bronze holds them now:
         # a line removed from bronze after silver read it shows as a difference, not as in flight.

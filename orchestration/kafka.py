@@ -5,14 +5,14 @@ stream's checkpoint) comes from the ``lakehouse`` resource, the servers and topi
 
 import dagster as dg
 
-from orchestration.pipeline import STREAMS_JOB
+from orchestration.pipeline import CARRY_OP, STREAMS_JOB
 from orchestration.resources import KafkaSourceResource, LakehouseResource
 from runtime.checkpoints import KAFKA_STAGE, consumed_offsets
 from runtime.sources.kafka_client import topics
 from warehouse.settings import Settings
 
 #: The run config that makes ``lakehouse_once`` read bronze's lines from Kafka.
-KAFKA_RUN_CONFIG = {"ops": {"land_raw_events": {"config": {"source": "kafka"}}}}
+KAFKA_RUN_CONFIG = {"ops": {CARRY_OP: {"config": {"source": "kafka"}}}}
 
 
 def build_defs(settings: Settings) -> dg.Definitions:

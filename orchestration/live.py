@@ -215,6 +215,9 @@ def _written_figures(settings: Settings) -> dict[str, str]:
     """Table → the batch figure that is its ``rows_written`` (as the runs record it); other tables: the row's
     ``rows_out``."""
     figures = {
+        # The source streams carry their batches through silver to the tumbling table (runtime.carry).
+        SILVER_EVENTS.name: "events",
+        user_spend_table(settings).name: "windows_changed",
         SILVER_QUARANTINE.name: "quarantined",
         SILVER_DUPLICATES.name: "duplicates",
         SILVER_LATE_EVENTS.name: "late",

@@ -15,7 +15,6 @@ from runtime.checkpoints import (
     FRAUD_STAGE,
     LANDING_STAGE,
     ORDER_PAYMENTS_STAGE,
-    SILVER_STAGE,
     UNIQUE_URLS_STAGE,
     derived_stage_name,
 )
@@ -23,11 +22,12 @@ from runtime.runner import (
     CONTINUOUS_RUN,
     StageReport,
     advance_idle_watermark,
+    drain_older_streams,
     pipeline_status,
     prepare,
     run_stage_once,
 )
-from runtime.stages import source_stage, stage_named, stages
+from runtime.stages import source_stage, stage_named
 from transforms.gold.derived import derived_outputs
 from warehouse.catalog import (
     BRONZE_EVENTS,
@@ -115,66 +115,6 @@ def _run(lakehouse: LakehouseResource, stage_name: str, settings: Settings | Non
     return run_stage_once(spark, settings, stage_named(settings, stage_name))
 
 
-def bronze_asset(settings: Settings) -> dg.AssetsDefinition:
-    """``bronze/events``, whose run config defaults to the settings' source."""
-
-    class BronzeConfig(dg.Config):
-        """Where this run's bronze reads: ``landing`` (the folder) or ``kafka`` (the topic of the ``kafka``
-        resource). Default: ``LAKEHOUSE_SOURCE``."""
-
-        source: str = settings.streams.source
-
-    @dg.multi_asset(specs=[spec(BRONZE_EVENTS)], name="land_raw_events", pool="lakehouse_bronze")
-    def bronze_events(
-        context: dg.AssetExecutionContext,
-        config: BronzeConfig,
-        lakehouse: LakehouseResource,
-        kafka: KafkaSourceResource,
-    ) -> dg.MaterializeResult:
-        """Append every new line of the source (landing files or Kafka messages) to bronze.events (availableNow)."""
-        settings = kafka.apply(lakehouse.settings())
-        stage = source_stage(config.source)
-        report = _run(lakehouse, stage.name, settings)
-        context.log.info(f"bronze from {config.source}: {report.figures}")
-        figures = {"rows_in": "rows_in", "rows_written": "rows_written"}
-        if config.source == "kafka":
-            # The lag the last batch left, per partition: the UI plots each key over time.
-            figures |= {key: key for key in report.figures if key.startswith("kafka_lag")}
-        return _materialization(lakehouse, BRONZE_EVENTS, report, figures, settings)
-
-    return bronze_events
-
-
-@dg.multi_asset(
-    specs=[
-        spec(SILVER_EVENTS, [BRONZE_EVENTS]),
-        spec(SILVER_QUARANTINE, [BRONZE_EVENTS]),
-        spec(SILVER_DUPLICATES, [BRONZE_EVENTS]),
-    ],
-    name="refine_events",
-    pool="lakehouse_silver",
-)
-def silver_events(context: dg.AssetExecutionContext, lakehouse: LakehouseResource):
-    """Validate, quarantine and deduplicate new bronze lines into silver (availableNow)."""
-    report = _run(lakehouse, SILVER_STAGE)
-    context.log.info(f"silver: {report.figures}")
-    yield _materialization(
-        lakehouse,
-        SILVER_EVENTS,
-        report,
-        {
-            "rows_in": "rows_in",
-            "rows_written": "rows_written",
-            "quarantined": "quarantined",
-            "duplicates": "duplicates",
-        },
-    )
-    yield _materialization(lakehouse, SILVER_QUARANTINE, report, {"rows_written": "quarantined"})
-    yield _materialization(
-        lakehouse, SILVER_DUPLICATES, report, {"rows_written": "duplicates", "conflicting": "conflicting"}
-    )
-
-
 def window_outputs(settings: Settings) -> dict[str, tuple[Table, Table, dict[str, str]]]:
     """The window tables kept besides user_spend_5m (as the other optional outputs, assets only when kept):
     the firings log (an output of ``update_windows``) and the derived windows (outputs of
@@ -196,35 +136,58 @@ def window_outputs(settings: Settings) -> dict[str, tuple[Table, Table, dict[str
             SILVER_EVENTS,
             {"rows_in": "rows_in", "rows_written": "global_firings", "firings": "global_firings"},
         ),
-        "firings": (firings_table(settings), gold, {"rows_written": "rows_written", "watermark": "watermark"}),
+        "firings": (firings_table(settings), gold, {"rows_written": "windows_changed", "watermark": "watermark"}),
     }
 
 
-def gold_asset(settings: Settings) -> dg.AssetsDefinition:
-    """``update_windows``: user_spend_5m (named after the window), the window outputs the settings keep,
-    the late events and the corrections."""
+#: The op of the carrying asset (bronze → silver → the tumbling table); run config ``{"source": ...}``.
+CARRY_OP = "carry_to_gold"
+
+
+def carried_asset(settings: Settings) -> dg.AssetsDefinition:
+    """``carry_to_gold``: each batch of the source (its run config; default the settings' source) into
+    bronze, silver and the tumbling table, then the idle watermark advance (``runtime.carry``)."""
     gold = user_spend_table(settings)
-    kept = [
+    firings = [
         entry for output, entry in window_outputs(settings).items() if output == "firings" and settings.keeps(output)
     ]
-    stage_name = stages(settings).windows.name
+
+    class BronzeConfig(dg.Config):
+        """Where this run's bronze reads: ``landing`` (the folder) or ``kafka`` (the topic of the ``kafka``
+        resource). Default: ``LAKEHOUSE_SOURCE``."""
+
+        source: str = settings.streams.source
 
     @dg.multi_asset(
         specs=[
+            spec(BRONZE_EVENTS),
+            spec(SILVER_EVENTS, [BRONZE_EVENTS]),
+            spec(SILVER_QUARANTINE, [BRONZE_EVENTS]),
+            spec(SILVER_DUPLICATES, [BRONZE_EVENTS]),
             spec(gold, [SILVER_EVENTS]),
-            *(spec(table, [upstream]) for table, upstream, _ in kept),
+            *(spec(table, [upstream]) for table, upstream, _ in firings),
             spec(SILVER_LATE_EVENTS, [SILVER_EVENTS]),
             spec(GOLD_CORRECTIONS, [SILVER_EVENTS]),
         ],
-        name="update_windows",
-        pool="lakehouse_gold",
+        name=CARRY_OP,
+        pool="lakehouse_bronze",
     )
-    def gold_windows(context: dg.AssetExecutionContext, lakehouse: LakehouseResource):
-        """Fold new silver events into per-user tumbling event-time windows and log their firings; set events
-        late for their window aside (availableNow)."""
-        report = _run(lakehouse, stage_name)
-        context.log.info(f"gold: {report.figures}")
-        idle = advance_idle_watermark(lakehouse.spark(), lakehouse.settings())
+    def carry_to_gold(
+        context: dg.AssetExecutionContext,
+        config: BronzeConfig,
+        lakehouse: LakehouseResource,
+        kafka: KafkaSourceResource,
+    ):
+        """Append every new line of the source (landing files or Kafka messages) to bronze, classify it into
+        silver and fold its events into the tumbling windows, in one batch (availableNow)."""
+        run_settings = kafka.apply(lakehouse.settings())
+        spark = lakehouse.spark()
+        prepare(spark, run_settings)
+        for older in drain_older_streams(spark, run_settings):
+            context.log.info(f"{older.name} (finished for an older home): {older.figures}")
+        report = run_stage_once(spark, run_settings, source_stage(config.source))
+        context.log.info(f"{report.name}: {report.figures}")
+        idle = advance_idle_watermark(spark, run_settings, follow=False)
         if idle:
             context.log.info(f"idle watermark advance: {idle.figures}")
             report.figures.update(
@@ -232,28 +195,33 @@ def gold_asset(settings: Settings) -> dg.AssetsDefinition:
                 watermark_lag_seconds=idle.figures["watermark_lag_seconds"],
                 idle_windows_closed=idle.figures["windows_closed"],
             )
-        yield _materialization(
-            lakehouse,
-            gold,
-            report,
-            {
-                "rows_in": "rows_in",
-                "rows_written": "rows_written",
-                "late": "late",
-                "watermark": "watermark",
-                "watermark_delay_seconds": "watermark_delay_seconds",
-                "watermark_lag_seconds": "watermark_lag_seconds",
-                "idle_windows_closed": "idle_windows_closed",
-            },
-        )
-        for table, _, figures in kept:
-            yield _materialization(lakehouse, table, report, figures)
-        yield _materialization(
-            lakehouse, SILVER_LATE_EVENTS, report, {"rows_written": "late", "watermark": "watermark"}
-        )
-        yield _materialization(lakehouse, GOLD_CORRECTIONS, report, {"rows_written": "windows_revised"})
+        bronze = {"rows_in": "rows_in", "rows_written": "rows_written"}
+        if config.source == "kafka":
+            # The lag the last batch left, per partition: the UI plots each key over time.
+            bronze |= {key: key for key in report.figures if key.startswith("kafka_lag")}
+        carried = [
+            (BRONZE_EVENTS, bronze),
+            (
+                SILVER_EVENTS,
+                {"rows_in": "rows_in", "rows_written": "events", "quarantined": "quarantined",
+                 "duplicates": "duplicates"},
+            ),
+            (SILVER_QUARANTINE, {"rows_written": "quarantined"}),
+            (SILVER_DUPLICATES, {"rows_written": "duplicates", "conflicting": "conflicting"}),
+            (
+                gold,
+                {"rows_in": "events", "rows_written": "windows_changed", "late": "late", "watermark": "watermark",
+                 "watermark_delay_seconds": "watermark_delay_seconds",
+                 "watermark_lag_seconds": "watermark_lag_seconds", "idle_windows_closed": "idle_windows_closed"},
+            ),
+            *((table, figures) for table, _, figures in firings),
+            (SILVER_LATE_EVENTS, {"rows_written": "late", "watermark": "watermark"}),
+            (GOLD_CORRECTIONS, {"rows_written": "windows_revised"}),
+        ]  # fmt: skip
+        for table, figures in carried:
+            yield _materialization(lakehouse, table, report, figures, run_settings)
 
-    return gold_windows
+    return carry_to_gold
 
 
 def derived_asset(settings: Settings) -> dg.AssetsDefinition:
@@ -263,9 +231,12 @@ def derived_asset(settings: Settings) -> dg.AssetsDefinition:
         entry for output, entry in window_outputs(settings).items() if output != "firings" and settings.keeps(output)
     ]
     stage_name = derived_stage_name(settings)
+    followed = {SILVER_EVENTS.name: SILVER_EVENTS, user_spend_table(settings).name: user_spend_table(settings)}
 
     @dg.multi_asset(
-        specs=[spec(table, [upstream, user_spend_table(settings)]) for table, upstream, _ in kept],
+        # Every derived window is made of silver's events (read back by the batches they came in) and
+        # follows the tumbling table: a failed blocking check on silver stops it.
+        specs=[spec(table, list({upstream.name: upstream, **followed}.values())) for table, upstream, _ in kept],
         name="derive_windows",
         pool="lakehouse_derived",
     )
@@ -321,9 +292,7 @@ def stream_assets(settings: Settings) -> list[dg.AssetsDefinition]:
     """Every stream's asset; the optional gold outputs only when the settings (``LAKEHOUSE_GOLD_OUTPUTS``)
     keep them."""
     return [
-        bronze_asset(settings),
-        silver_events,
-        gold_asset(settings),
+        carried_asset(settings),
         *([derived_asset(settings)] if derived_outputs(settings) else []),
         *(asset for output, asset in FOLLOWER_ASSETS.items() if settings.keeps(output)),
     ]

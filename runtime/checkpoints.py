@@ -12,11 +12,13 @@ alone, without a Spark session. If Spark changes its format, this module is the 
 
 import json
 import shutil
+import uuid
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from warehouse.catalog import user_spend_table
+from warehouse.catalog import BRONZE_EVENTS, user_spend_table
+from warehouse.delta import commit_of
 from warehouse.settings import Settings
 
 #: The streams' names: each is its checkpoint folder's name (and its lock's and its progress rows'
@@ -262,3 +264,92 @@ def _rewrite(entry: Path, lines: list[str]) -> None:
     # the file is read unchecked. The old checksum would fail the new content.
     entry.with_name(f".{entry.name}.crc").unlink(missing_ok=True)
     partial.replace(entry)
+
+
+# The batches the source stream carries through silver and gold ---------------------------------------
+
+#: Entries of the ledger kept per carried stage (the newest ones; older batches are long committed).
+_LEDGER_KEEP = 200
+
+
+def batch_timestamp(checkpoint: Path, batch_id: int) -> datetime:
+    """The processing time Spark planned ``batch_id`` at (its offset entry): the same on a re-run."""
+    millis = int(_entry(checkpoint, batch_id)[0]["batchTimestampMs"])
+    return datetime.fromtimestamp(millis / 1000, UTC)
+
+
+def _ledger(stage_checkpoint: Path) -> Path:
+    return stage_checkpoint / "carried"
+
+
+def carried_writer(stage_checkpoint: Path) -> str:
+    """The writer id the carried stage's writes use: the old stream's query id when it ran as a stream of
+    its own (so its batches and watermark rows go on as one writer), else one made once and kept."""
+    ledger = _ledger(stage_checkpoint)
+    kept = ledger / "writer"
+    if kept.exists():
+        return kept.read_text().strip()
+    writer = query_id(stage_checkpoint) if (stage_checkpoint / "metadata").exists() else uuid.uuid4().hex
+    ledger.mkdir(parents=True, exist_ok=True)
+    _write_atomically(kept, writer)
+    return writer
+
+
+def carried_batch(stage_checkpoint: Path, source: str, batch_id: int) -> int:
+    """The stage's own batch number for the source stream's ``batch_id``: assigned once (a re-run after a
+    crash gets the same) and increasing, continuing the old stream's numbering when it had one."""
+    ledger = _ledger(stage_checkpoint)
+    entry = ledger / f"{source}.{batch_id}"
+    if entry.exists():
+        return int(entry.read_text())
+    ledger.mkdir(parents=True, exist_ok=True)
+    assigned = [int(e.read_text()) for e in ledger.iterdir() if e.name[:1] != "." and e.name != "writer"]
+    legacy = committed_batches(stage_checkpoint)
+    number = max([*assigned, legacy[-1] if legacy else -1]) + 1
+    _write_atomically(entry, str(number))
+    for old in sorted(
+        (e for e in ledger.iterdir() if e.name[:1] != "." and e.name != "writer"), key=lambda e: int(e.read_text())
+    )[:-_LEDGER_KEEP]:
+        old.unlink()
+    return number
+
+
+def is_carried(stage_checkpoint: Path) -> bool:
+    """Whether the source stream carries this stage (its ledger exists): its own old stream must not run."""
+    return _ledger(stage_checkpoint).is_dir()
+
+
+def carried_batches(stage_checkpoint: Path) -> list[tuple[str, int, int]]:
+    """(source stream, its batch, the stage's batch) of the ledger, by the stage's batch."""
+    ledger = _ledger(stage_checkpoint)
+    if not ledger.is_dir():
+        return []
+    entries = []
+    for entry in ledger.iterdir():
+        source, _, batch = entry.name.rpartition(".")
+        if source and batch.isdigit():
+            entries.append((source, int(batch), int(entry.read_text())))
+    return sorted(entries, key=lambda e: e[2])
+
+
+def _write_atomically(target: Path, text: str) -> None:
+    partial = target.with_name(f".{target.name}.partial")
+    partial.write_text(text)
+    partial.replace(target)
+
+
+def silver_consumption(settings: Settings) -> tuple[int, int] | None:
+    """(silver batch, bronze version) such that every bronze commit up to the version is classified into
+    silver by batches up to the silver batch: from the newest source batch that carried its lines through
+    silver and finished; for a home whose silver stream has not been carried yet, from that stream's own
+    checkpoint. None when nothing has been classified yet."""
+    silver = checkpoint_dir(settings, SILVER_STAGE)
+    for source, source_batch, silver_batch in reversed(carried_batches(silver)):
+        source_checkpoint = checkpoint_dir(settings, source)
+        if not is_committed(source_checkpoint, source_batch):
+            continue
+        writer = f"lakehouse:{source}:{query_id(source_checkpoint)}"
+        version = commit_of(BRONZE_EVENTS.path(settings), writer, source_batch)
+        if version is not None:
+            return silver_batch, version
+    return consumed_source_version(silver)

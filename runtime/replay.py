@@ -179,7 +179,7 @@ def _rebuild_kafka_bronze(
     )
     rebuilt.ensure_home()
     ensure_tables(spark, rebuilt, [BRONZE_EVENTS, OPS_STREAM_PROGRESS])
-    report.streams.append(run_stage_once(spark, rebuilt, source_stage("kafka"), listener))
+    report.streams.append(run_stage_once(spark, rebuilt, source_stage("kafka", carry=False), listener))
     report.kafka_offsets = {
         r.kafka_partition: (r.first, r.last + 1)
         for r in read_table(spark, rebuilt, BRONZE_EVENTS)

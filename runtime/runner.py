@@ -20,6 +20,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
 from runtime import checkpoints
+from runtime.carry import carried_writer
 from runtime.checkpoints import checkpoint_dir
 from runtime.progress import (
     StreamStatus,
@@ -29,13 +30,13 @@ from runtime.progress import (
     stream_status,
 )
 from runtime.sources.kafka import partition_lag
-from runtime.stages import Stage, reconcile_stage, source_stage, stages
+from runtime.stages import SOURCES, Stage, reconcile_stage, source_stage, stages
 from transforms.gold.tumbling import advance_idle
 from transforms.latency import latencies
 from transforms.reconcile import repair_dates
 from warehouse.catalog import kept_tables
 from warehouse.delta import batch_scope, ensure_tables
-from warehouse.locks import GOLD_LOCK_WAIT_SECONDS, hold, hold_all, hold_gold
+from warehouse.locks import GOLD_LOCK_WAIT_SECONDS, hold_all, hold_gold
 from warehouse.session import CRITICAL_POOL, FOLLOWERS_POOL, use_pool
 from warehouse.settings import Settings
 
@@ -95,7 +96,7 @@ def _writer_id(checkpoint: Path, stage: Stage) -> str:
 
 def stage_lock(settings: Settings, stage: Stage):
     """Hold an exclusive lock on the stage's checkpoint; two writers on one checkpoint would corrupt it."""
-    return hold(settings, stage.name, purpose=f"the {stage.name} stream")
+    return hold_all(settings, stage.lock_names(settings), purpose=f"the {stage.name} stream")
 
 
 def start_stage(spark: SparkSession, settings: Settings, stage: Stage, report: StageReport) -> StreamingQuery:
@@ -153,6 +154,8 @@ def run_stage_once(
 ) -> StageReport:
     """Process everything available to one stage now, in bounded micro-batches, then return (and, with
     ``record_progress``, append its batches' progress rows; a caller running several stages does it once)."""
+    if checkpoints.is_carried(checkpoint_dir(settings, stage)):
+        raise RuntimeError(f"{stage.name} is carried by the source stream's batches; it does not run on its own")
     report = StageReport(stage.name, listener=listener)
     with stage_lock(settings, stage):
         _drain(spark, settings, stage, report, threading.Event())
@@ -173,8 +176,8 @@ def run_once(spark: SparkSession, settings: Settings, source: str = "landing") -
     caught up."""
     prepare(spark, settings)
     pipeline = stages(settings, source)
-    critical = (pipeline.source, pipeline.silver, pipeline.windows)
-    reports = [run_stage_once(spark, settings, stage, record_progress=False) for stage in critical]
+    reports = drain_older_streams(spark, settings)
+    reports.append(run_stage_once(spark, settings, pipeline.source, record_progress=False))
     # Before the followers, so the derived windows take the windows it closes in this run.
     idle = advance_idle_watermark(spark, settings, follow=False)
     reports.extend(run_stage_once(spark, settings, stage, record_progress=False) for stage in pipeline.followers)
@@ -208,19 +211,18 @@ def advance_idle_watermark(
     if settings.watermarks.idle_seconds <= 0:
         return None
     gold = stages(settings).windows
-    checkpoint = checkpoint_dir(settings, gold)
-    batches = checkpoints.committed_batches(checkpoint)
     now = now or datetime.now(UTC)
-    if not batches or checkpoints.uncommitted_batch(checkpoint) is not None or has_new_input(settings, gold):
+    last = _last_gold_batch(settings, gold)
+    if last is None:
         return None
-    last_batch_at = checkpoints.committed_at(checkpoint, batches[-1])
+    writer, batch_id, last_batch_at = last
     if now.timestamp() - last_batch_at < settings.watermarks.idle_seconds:
         return None
     report = StageReport(IDLE_ADVANCE)
     gold_lock = hold_gold(settings, "an idle watermark advance", derived=False)
     with nullcontext() if stage_locked else stage_lock(settings, gold), gold_lock:
         started = time.monotonic()
-        figures = advance_idle(spark, settings, gold.name, _writer_id(checkpoint, gold), batches[-1], now)
+        figures = advance_idle(spark, settings, gold.name, writer, batch_id, now)
     if figures is None:
         return None
     report.add(figures, time.monotonic() - started)
@@ -228,6 +230,47 @@ def advance_idle_watermark(
     if follow and derived is not None:
         run_stage_once(spark, settings, derived)
     return report
+
+
+def _last_gold_batch(settings: Settings, gold: Stage) -> tuple[str, int, float] | None:
+    """(writer, batch, when it finished) of the tumbling table's newest batch, when nothing is left to fold
+    into it: no source batch left uncommitted (its re-run must see the watermark it first saw) and no
+    input waiting. None otherwise, or before any batch."""
+    checkpoint = checkpoint_dir(settings, gold)
+    if not checkpoints.is_carried(checkpoint):
+        # The windows stream of an older home that has not run since: its own checkpoint says.
+        batches = checkpoints.committed_batches(checkpoint)
+        if not batches or checkpoints.uncommitted_batch(checkpoint) is not None or has_new_input(settings, gold):
+            return None
+        return _writer_id(checkpoint, gold), batches[-1], checkpoints.committed_at(checkpoint, batches[-1])
+    carried = checkpoints.carried_batches(checkpoint)
+    if not carried:
+        return None
+    source, source_batch, batch_id = carried[-1]
+    for stage in (source_stage(name) for name in SOURCES):
+        stage_checkpoint = checkpoint_dir(settings, stage)
+        if checkpoints.uncommitted_batch(stage_checkpoint) is not None:
+            return None
+        if stage.source == "landing" and stage_checkpoint.is_dir() and has_new_input(settings, stage):
+            return None
+    source_checkpoint = checkpoint_dir(settings, source)
+    if not checkpoints.is_committed(source_checkpoint, source_batch):
+        return None
+    return carried_writer(settings, gold.name), batch_id, checkpoints.committed_at(source_checkpoint, source_batch)
+
+
+def drain_older_streams(spark: SparkSession, settings: Settings) -> list[StageReport]:
+    """Finish what silver's and the windows' own streams (an older version of the lakehouse) left unread,
+    before the source stream carries batches through them; nothing once it has carried one."""
+    pipeline = stages(settings)
+    reports = []
+    for stage in (pipeline.silver, pipeline.windows):
+        checkpoint = checkpoint_dir(settings, stage)
+        if checkpoints.is_carried(checkpoint) or not checkpoints.committed_batches(checkpoint):
+            continue
+        if checkpoints.uncommitted_batch(checkpoint) is not None or has_new_input(settings, stage):
+            reports.append(run_stage_once(spark, settings, stage, record_progress=False))
+    return reports
 
 
 def run_reconcile(spark: SparkSession, settings: Settings, dates: Sequence[date] = ()) -> list[StageReport]:
@@ -269,6 +312,7 @@ def run_continuous(
     re-run by the next start and writes nothing twice. A follower's failure stops the whole run.
     """
     prepare(spark, settings)
+    older = drain_older_streams(spark, settings)
     stop = stop or threading.Event()
     previous = {}
     if threading.current_thread() is threading.main_thread():
@@ -319,7 +363,7 @@ def run_continuous(
             try:
                 while not stop.is_set():
                     started = time.monotonic()
-                    worked = cycle((pipeline.source, pipeline.silver, pipeline.windows))
+                    worked = cycle((pipeline.source,))
                     if not worked and not stop.is_set() and time.monotonic() >= next_idle_check:
                         # Each look costs a few small Spark jobs; windows close within this many seconds of due.
                         next_idle_check = time.monotonic() + max(
@@ -343,7 +387,7 @@ def run_continuous(
         recorder.flush(spark)
         for signum, handler in previous.items():
             signal.signal(signum, handler)
-    return _with_idle(list(reports.values()), idle_report)
+    return [*older, *_with_idle(list(reports.values()), idle_report)]
 
 
 def _with_idle(reports: list[StageReport], idle: StageReport) -> list[StageReport]:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pyspark.sql import DataFrame, SparkSession
 
 from runtime import checkpoints
+from runtime.carry import carry_to_gold
 from runtime.checkpoints import (
     FRAUD_STAGE,
     KAFKA_STAGE,
@@ -77,6 +78,12 @@ class Stage:
     locks: tuple[str, ...] = ()
     #: What it reads: ``landing``, ``kafka`` or the Delta table's name.
     source: str = "landing"
+    #: Whether its batches carry silver and the windows (a source stream's do): it locks their names too.
+    carries: bool = False
+
+    def lock_names(self, settings: Settings) -> list[str]:
+        """What a run of the stage locks: its own name, and those of the stages its batches carry."""
+        return [self.name, SILVER_STAGE, windows_stage_name(settings)] if self.carries else [self.name]
 
 
 def _read_delta(table_name: str, stage_name: str) -> Callable[[SparkSession, Settings], DataFrame]:
@@ -97,16 +104,37 @@ def _land_landing_lines(lines: DataFrame, batch_id: int, settings: Settings, wri
     return land_lines(lines, batch_id, settings, writer_id, reread_positions=reread)
 
 
+def _carry_landing_lines(lines: DataFrame, batch_id: int, settings: Settings, writer_id: str) -> dict[str, float]:
+    checkpoint = checkpoint_dir(settings, LANDING_STAGE)
+    if batch_has_glob_names(checkpoint, batch_id):
+        # Spark read the batch's other files more than once (SPARK-58518); a line is received once.
+        lines = lines.dropDuplicates(["source_file", "source_line"])
+    return carry_to_gold(lines, batch_id, settings, writer_id, LANDING_STAGE, checkpoint)
+
+
 def _land_kafka_messages(messages: DataFrame, batch_id: int, settings: Settings, writer_id: str) -> dict[str, float]:
     return land_kafka_messages(messages, batch_id, settings, writer_id, checkpoint_dir(settings, KAFKA_STAGE))
 
 
-def source_stage(source: str) -> Stage:
-    """The arrow into bronze from ``source``; each source has its own stream and checkpoint."""
+def _carry_kafka_messages(messages: DataFrame, batch_id: int, settings: Settings, writer_id: str) -> dict[str, float]:
+    checkpoint = checkpoint_dir(settings, KAFKA_STAGE)
+
+    def carry(lines: DataFrame, batch: int, s: Settings, writer: str) -> dict[str, float]:
+        return carry_to_gold(lines, batch, s, writer, KAFKA_STAGE, checkpoint)
+
+    return land_kafka_messages(messages, batch_id, settings, writer_id, checkpoint, land=carry)
+
+
+def source_stage(source: str, carry: bool = True) -> Stage:
+    """The stream from ``source``; each source has its own stream and checkpoint. With ``carry`` (the
+    pipeline's), each of its batches goes on through silver to the tumbling table (``runtime.carry``);
+    without, it only lands lines in bronze (a replay's re-read of the topic)."""
     if source == "landing":
-        return Stage(LANDING_STAGE, read_landing, _land_landing_lines)
+        process = _carry_landing_lines if carry else _land_landing_lines
+        return Stage(LANDING_STAGE, read_landing, process, carries=carry)
     if source == "kafka":
-        return Stage(KAFKA_STAGE, read_kafka, _land_kafka_messages, source="kafka")
+        process = _carry_kafka_messages if carry else _land_kafka_messages
+        return Stage(KAFKA_STAGE, read_kafka, process, source="kafka", carries=carry)
     raise ValueError(f"the source must be one of {', '.join(SOURCES)}, got {source!r}")
 
 
@@ -178,12 +206,18 @@ def keyed_stages(settings: Settings) -> list[Stage]:
 
 @dataclass(frozen=True)
 class Pipeline:
-    """The streams of one run, by role; iterating gives them in the order a cycle runs them."""
+    """The streams of one run, by role; iterating gives the streams that run, in the order a cycle runs them.
+
+    ``silver`` and ``windows`` are carried by the source stream's batches (``runtime.carry``): they do not
+    run as streams of their own, but keep their names (locks, the ledgers of their batch numbers) and run
+    as streams in a replay's staging and to finish what an older version of the lakehouse left unread.
+    """
 
     source: Stage
     silver: Stage
     windows: Stage
-    #: Streams over silver beside the windows: orders ⋈ payments, then the keyed streams (each when kept).
+    #: Streams beside the critical path: fraud alerts, the derived windows, orders ⋈ payments, distinct URLs
+    #: (each when kept).
     followers: tuple[Stage, ...]
 
     @property
@@ -197,11 +231,12 @@ class Pipeline:
         return (self.silver, self.windows, *self.followers)
 
     def __iter__(self) -> Iterator[Stage]:
-        return iter((self.source, *self.downstream))
+        return iter((self.source, *self.followers))
 
     @property
     def names(self) -> list[str]:
-        return [stage.name for stage in self]
+        """Every stream's name, the carried ones included (what a run locks)."""
+        return [stage.name for stage in (self.source, self.silver, self.windows, *self.followers)]
 
 
 def stages(settings: Settings, source: str = "landing") -> Pipeline:
@@ -232,7 +267,8 @@ def reconcile_stage(settings: Settings) -> Stage:
 
 
 def stage_named(settings: Settings, name: str) -> Stage:
-    for stage in [*stages(settings), source_stage("kafka"), reconcile_stage(settings)]:
+    pipeline = stages(settings)
+    for stage in [*pipeline, pipeline.silver, pipeline.windows, source_stage("kafka"), reconcile_stage(settings)]:
         if stage.name == name:
             return stage
     raise KeyError(name)
@@ -247,8 +283,12 @@ def stream_outputs(settings: Settings) -> dict[str, tuple[Table, ...]]:
         windows.append(kept["firings"])
     derived = tuple(kept[name] for name in derived_outputs(settings))
     pipeline = stages(settings)
-    outputs: dict[str, tuple[Table, ...]] = {source_stage(source).name: (BRONZE_EVENTS,) for source in SOURCES}
-    outputs[pipeline.silver.name] = (SILVER_EVENTS, SILVER_QUARANTINE, SILVER_DUPLICATES)
+    silver = (SILVER_EVENTS, SILVER_QUARANTINE, SILVER_DUPLICATES)
+    # The source streams carry their batches through silver to the tumbling table (``runtime.carry``).
+    carried = (BRONZE_EVENTS, *silver, *windows, SILVER_LATE_EVENTS)
+    outputs: dict[str, tuple[Table, ...]] = {source_stage(source).name: carried for source in SOURCES}
+    # As streams of their own they run only in a replay's staging or to finish an older home's backlog.
+    outputs[pipeline.silver.name] = silver
     outputs[pipeline.windows.name] = (*windows, SILVER_LATE_EVENTS)
     followers = {
         ORDER_PAYMENTS_STAGE: (ORDER_PAYMENTS,),

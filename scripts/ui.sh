@@ -8,7 +8,7 @@ export LAKEHOUSE_HOME="$home"
 export DAGSTER_HOME="${DAGSTER_HOME:-$home/dagster}"
 export PYSPARK_PYTHON="$(pwd)/.venv/bin/python"
 mkdir -p "$DAGSTER_HOME"
-# Each layer's assets and ops name a pool (lakehouse_bronze, lakehouse_silver, lakehouse_gold); a limit of
+# Each layer's assets and ops name a pool (lakehouse_bronze, lakehouse_gold, lakehouse_derived, ...); a limit of
 # one per pool means two runs never write the same table at once (the CLI takes the same file locks).
 cat > "$DAGSTER_HOME/dagster.yaml" <<YAML
 telemetry:

@@ -285,10 +285,10 @@ def test_status_progress_and_quiet_start(tmp_path: Path) -> None:
     before = lakehouse(home, "status", "--json")
     assert before.returncode == 0, before.stderr
     streams = {s["stream"]: s for s in json.loads(before.stdout)}
+    # The landing stream carries its batches through silver to the tumbling table; the rest follow.
     assert set(streams) == {
         "bronze_events",
-        "silver_events",
-        "gold_user_spend_5m",
+        "gold_user_spend_5m_derived",
         "gold_order_payments",
         "gold_fraud_alerts",
         "gold_unique_urls",
@@ -307,7 +307,7 @@ def test_status_progress_and_quiet_start(tmp_path: Path) -> None:
         f"({home / 'locks' / 'silver_events.lock'})"
     ]
     assert not spark_log.exists(), "the JVM started although the stream was busy"
-    assert held["silver_events"]["running"] and held["silver_events"]["held_by"] == "a test holding the silver stream"
+    assert not held["bronze_events"]["running"]  # the run never started
 
     run = lakehouse(home, "run", "--once")
     assert run.returncode == 0, run.stderr
@@ -315,7 +315,7 @@ def test_status_progress_and_quiet_start(tmp_path: Path) -> None:
     assert "incubator" in spark_log.read_text() or "WARN" in spark_log.read_text()
 
     after = {s["stream"]: s for s in json.loads(lakehouse(home, "status", "--json").stdout)}
-    for name in ("bronze_events", "silver_events", "gold_user_spend_5m", "gold_order_payments"):
+    for name in ("bronze_events", "gold_user_spend_5m_derived", "gold_order_payments"):
         assert after[name]["backlog"] == 0 and not after[name]["running"], after[name]
         assert after[name]["last_batch"]["batch_seconds"] > 0
     progress = _delta_rows(home, "ops", "stream_progress")
@@ -330,8 +330,10 @@ def test_status_progress_and_quiet_start(tmp_path: Path) -> None:
     assert keyed <= set(rows_in)
     assert {stream: rows for stream, rows in rows_in.items() if stream not in keyed} == {
         "bronze_events": len(lines),
-        "silver_events": len(lines),
-        "gold_user_spend_5m": distinct_valid_events(lines),
+        "gold_user_spend_5m_derived": distinct_valid_events(lines),  # the events the window batches folded
     }
+    carried = [json.loads(r["figures"]) for r in progress if r["stream"] == "bronze_events"]
+    assert sum(f["events"] for f in carried) == distinct_valid_events(lines)
     assert len({(r["stream"], r["batch_id"]) for r in progress}) == len(progress)
-    assert all(r["watermark"] is not None for r in progress if r["stream"] == "gold_user_spend_5m")
+    assert all(r["watermark"] is not None for r in progress if r["stream"] == "bronze_events")
+    assert all(r["latency_max_seconds"] > 0 for r in progress if r["stream"] == "bronze_events")

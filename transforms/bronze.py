@@ -1,9 +1,12 @@
 """Bronze: append every received line, raw, with its source position and ingest time."""
 
+from datetime import datetime
+
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from transforms.events import line_text
+from transforms.latency import arrival_figures, arrival_quantiles
 from warehouse.catalog import BRONZE_EVENTS
 from warehouse.delta import append_once
 from warehouse.settings import Settings
@@ -28,20 +31,30 @@ def land_lines(
 def land_messages(lines: DataFrame, batch_id: int, settings: Settings, writer_id: str) -> dict[str, float]:
     """Append one micro-batch of raw lines (landing lines or Kafka messages) to ``bronze.events`` exactly
     once: a batch re-run after a crash reads the same lines or offsets and writes nothing twice."""
-    stamped = lines.withColumns(
-        {
-            "ingest_time": F.current_timestamp(),
-            "ingest_batch": F.lit(batch_id).cast("long"),
-        }
-    ).withColumn("ingest_date", F.to_date("ingest_time"))
+    stamped = stamp(lines, batch_id)
     stamped.persist()
     try:
-        rows = stamped.count()
-        if rows:
-            append_once(stamped, settings, BRONZE_EVENTS, writer_id, batch_id)
+        return append_lines(stamped, batch_id, settings, writer_id)
     finally:
         stamped.unpersist()
-    return {"rows_in": rows, "rows_written": rows}
+
+
+def stamp(lines: DataFrame, batch_id: int, ingest_time: datetime | None = None) -> DataFrame:
+    """Lines with their arrival in bronze: ``ingest_time`` (the batch's planned time when given, which a
+    re-run after a crash sees again; else now) and ``ingest_batch``."""
+    at = F.lit(ingest_time).cast("timestamp") if ingest_time is not None else F.current_timestamp()
+    stamped = lines.withColumns({"ingest_time": at, "ingest_batch": F.lit(batch_id).cast("long")})
+    return stamped.withColumn("ingest_date", F.to_date("ingest_time"))
+
+
+def append_lines(stamped: DataFrame, batch_id: int, settings: Settings, writer_id: str) -> dict[str, float]:
+    """Append stamped lines to ``bronze.events`` exactly once per (writer, batch); their figures."""
+    rows, quantiles, earliest = stamped.agg(
+        F.count("*"), *arrival_quantiles(F.coalesce("kafka_timestamp", "file_modified_at"))
+    ).first()
+    if rows:
+        append_once(stamped, settings, BRONZE_EVENTS, writer_id, batch_id)
+    return {"rows_in": rows, "rows_written": rows, **arrival_figures(quantiles, earliest)}
 
 
 def read_landing_files(spark: SparkSession, settings: Settings) -> DataFrame:

@@ -13,21 +13,24 @@ dropped by Spark before it reaches a processor (``numRowsDroppedByWatermark``, s
 timestamp, the same when a batch is re-run after a crash).
 
 - ``gold.unique_urls``: per user, the URLs clicked, each with its last click time (a MapState). A URL
-  counts at instant T while its last click is in ``(T - 24 h, T]``; a timer at ``last click + 24 h`` takes
-  it out when the watermark passes that instant, and the count is re-emitted (down to 0).
+  counts at instant T while its last click is in ``(T - 24 h, T]``; it is taken out once the watermark
+  passes ``last click + 24 h`` (one timer per user, at the earliest such instant), and the count is
+  re-emitted (down to 0).
 - ``gold.fraud_alerts``: per user, the purchases of the last hour of event time (a ListState). Each new
   purchase is judged on arrival, in arrival order, against the user's purchases that arrived before it:
-  ``large_amount`` (≥ 10x the mean of those in ``[t - 1 h, t]``) and ``burst`` (3 or more within 60 s).
-  A timer at ``event time + 1 h`` evicts a purchase once no later purchase that is not late can need it.
+  ``large_amount`` (≥ 10x the mean of those in ``[t - 1 h, t]``) and ``burst`` (3 or more within 60 s,
+  once per episode: not when one of the purchases it bursts with was in a burst already). A purchase is
+  evicted once the watermark passes ``event time + 1 h`` (one timer per user, at the earliest such instant),
+  when no later purchase that is not late can need it.
 
 Spark 4.1 refuses state TTL in ``EventTime`` mode (``STATEFUL_PROCESSOR_INCORRECT_TIME_MODE_TO_ASSIGN_TTL``:
-TTL is processing time, for ``ProcessingTime`` mode only), so no state variable here has one: every entry
-has an event-time timer, which bounds the state to the horizon of event time behind the watermark.
+TTL is processing time, for ``ProcessingTime`` mode only), so no state variable here has one: each key's
+event-time timer, at its earliest entry's expiry, bounds the state to the horizon behind the watermark.
 
 Never imports Dagster; the processors run in Spark's Python workers, which import this module.
 """
 
-from bisect import bisect_left, bisect_right, insort
+from bisect import bisect_left, bisect_right
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -100,6 +103,17 @@ def _horizon_micros(span: timedelta) -> int:
     return span // _MICROS
 
 
+def _keep_one_timer(handle: StatefulProcessorHandle, wanted: int | None, passed: int | None = None) -> None:
+    """Leave the key exactly one timer, at ``wanted`` (ms), or none. Timers at or before ``passed`` are
+    firing in this batch and left to Spark, which deletes each after its call."""
+    registered = [t for t in handle.listTimers() if passed is None or t > passed]
+    for stale in registered:
+        if stale != wanted:
+            handle.deleteTimer(stale)
+    if wanted is not None and wanted not in registered:
+        handle.registerTimer(wanted)
+
+
 # --- distinct URLs -----------------------------------------------------------------------------------
 
 UNIQUE_URL_ROWS = StructType(
@@ -115,8 +129,10 @@ class DistinctUrlCounter(StatefulProcessor):
     """Per user: URL → last click (event time, µs) and the figures last emitted.
 
     Emits ``(user_id, unique_urls, window_end, urls_in_state, updated_at, emitted)`` whenever the count or
-    the URLs held change: after new clicks (``window_end`` = the user's newest click) and when a URL's
-    timer fires (``window_end`` = the later of its expiry instant and the newest click).
+    the URLs held change: after new clicks (``window_end`` = the user's newest click) and when the user's
+    timer fires (``window_end`` = the later of the newest click and the latest expiry the watermark passed).
+    One timer per user, at its earliest expiry: a batch costs one pass over the user's URLs for its clicks
+    and one for its timer, however many URLs expire in it.
     """
 
     def init(self, handle: StatefulProcessorHandle) -> None:
@@ -140,31 +156,36 @@ class DistinctUrlCounter(StatefulProcessor):
     def handleExpiredTimer(
         self, key: Any, timerValues: TimerValues, expiredTimerInfo: ExpiredTimerInfo
     ) -> Iterator[Row]:
+        # Spark fires every timer at or before the watermark in this batch: take out every URL whose expiry
+        # it has passed in one pass, and count at the latest of those expiries (what the last of one timer
+        # per expiry would have reported).
         fired = expiredTimerInfo.getExpiryTimeInMs()
+        passed = max(fired, timerValues.getCurrentWatermarkInMs())
         horizon = _horizon_micros(URL_HORIZON)
+        lowered = fired
         for (url,), (at,) in list(self.last_click.iterator()):
-            if timer_ms(at + horizon) <= fired:
+            expiry = timer_ms(at + horizon)
+            if expiry <= passed:
                 self.last_click.removeKey((url,))
+                lowered = max(lowered, expiry)
         newest = self._shown()[2]
-        return self._report(key[0], newest, max(newest, fired * 1000), timerValues, fired)
+        return self._report(key[0], newest, max(newest, lowered * 1000), timerValues, passed)
 
     def _shown(self) -> tuple[int, int, int, int]:
         shown = self.shown.get() if self.shown.exists() else None
         return tuple(shown) if shown is not None else (0, 0, -(2**62), 0)
 
     def _report(
-        self, user: str, newest: int, reference: int, values: TimerValues, firing: int | None = None
+        self, user: str, newest: int, reference: int, values: TimerValues, passed: int | None = None
     ) -> Iterator[Row]:
-        """Count at ``reference``, keep one timer per distinct expiry instant, emit when something changed."""
+        """Count at ``reference``, keep one timer at the earliest expiry, emit when something changed.
+
+        One pass over the user's URLs (O(state)), once per batch for its clicks and once for its timer.
+        """
         horizon = _horizon_micros(URL_HORIZON)
         clicks = [at for _, (at,) in self.last_click.iterator()]
         count = sum(1 for at in clicks if at > reference - horizon)
-        wanted = {timer_ms(at + horizon) for at in clicks}
-        registered = set(self.handle.listTimers()) - {firing}
-        for stale in registered - wanted:
-            self.handle.deleteTimer(stale)
-        for expiry in wanted - registered - {firing}:
-            self.handle.registerTimer(expiry)
+        _keep_one_timer(self.handle, timer_ms(min(clicks) + horizon) if clicks else None, passed)
         shown_count, shown_held, _, emitted = self._shown()
         if (count, len(clicks)) == (shown_count, shown_held):
             if clicks:
@@ -259,52 +280,173 @@ class Finding:
     running_mean: Decimal | None = None
 
 
+#: How far ``PurchaseHistory`` scans the arrival flags for a neighbour before asking the Fenwick tree.
+_SCAN = 64
+
+
 class PurchaseHistory:
-    """A user's purchases ordered by event time, for range look-ups by event time."""
+    """One user's purchases for one batch, sorted once by event time (then event id): those kept in state,
+    which have all arrived, and the batch's own, which arrive one at a time (``arrive``) in arrival order.
 
-    def __init__(self, purchases: Sequence[Purchase] = ()) -> None:
-        self._order: list[tuple[int, str]] = []
-        self._by_id: dict[str, Purchase] = {}
-        for purchase in purchases:
-            self.add(purchase)
+    Two Fenwick trees over that order count the arrived purchases and sum their cents, so the hour before a
+    purchase and its neighbours in event time are O(log n) look-ups: a hot user costs its purchases times
+    log n per batch, not their square. ``steps`` counts the trees' steps (the cost, for the tests).
+    """
 
-    def add(self, purchase: Purchase) -> None:
-        insort(self._order, (purchase.at, purchase.event_id))
-        self._by_id[purchase.event_id] = purchase
+    def __init__(self, kept: Sequence[Purchase] = (), coming: Sequence[Purchase] = ()) -> None:
+        everything = [*kept, *coming]
+        order = sorted(range(len(everything)), key=lambda i: (everything[i].at, everything[i].event_id))
+        self._order = [everything[i] for i in order]
+        self._times = [p.at for p in self._order]
+        rank = [0] * len(everything)
+        for r, i in enumerate(order):
+            rank[i] = r
+        self._coming = rank[len(kept) :]
+        size = self._size = len(everything)
+        self._arrived = bytearray(size)
+        self._count = [0] * (size + 1)
+        self._cents = [0] * (size + 1)
+        for r in rank[: len(kept)]:
+            self._arrived[r] = 1
+            self._count[r + 1] = 1
+            self._cents[r + 1] = self._order[r].cents
+        for i in range(1, size + 1):  # the trees built in one pass
+            j = i + (i & -i)
+            if j <= size:
+                self._count[j] += self._count[i]
+                self._cents[j] += self._cents[i]
+        self._top = 1 << (size.bit_length() - 1) if size else 0
+        self.arrived = len(kept)
+        self.steps = 0
 
-    def between(self, start: int, end: int) -> list[Purchase]:
-        """Purchases with ``start <= at <= end``, by event time (then event id)."""
-        low = bisect_left(self._order, (start, ""))
-        high = bisect_right(self._order, (end, "\U0010ffff"))
-        return [self._by_id[event_id] for _, event_id in self._order[low:high]]
+    @property
+    def earliest(self) -> int | None:
+        """The earliest event time of the user's purchases, kept or coming (µs), or None."""
+        return self._times[0] if self._times else None
+
+    def arrive(self, n: int) -> list[Finding]:
+        """Judge the batch's ``n``-th purchase against those arrived before it, then count it as arrived."""
+        r = self._coming[n]
+        purchase = self._order[r]
+        findings = []
+        large = self._large_amount(r, purchase)
+        if large is not None:
+            findings.append(large)
+        burst = self._burst(r)
+        if burst is not None:
+            findings.append(Finding(BURST, burst))
+        self._mark(r, purchase.cents)
+        return findings
+
+    def _large_amount(self, r: int, purchase: Purchase) -> Finding | None:
+        low = bisect_left(self._times, purchase.at - _horizon_micros(MEAN_HORIZON))
+        high = bisect_right(self._times, purchase.at)
+        count_high, total_high = self._prefix(high)
+        count_low, total_low = self._prefix(low)
+        count, total = count_high - count_low, total_high - total_low
+        if not count or total <= 0 or purchase.cents * count < LARGE_FACTOR * total:
+            return None
+        mean = (Decimal(total) / count).scaleb(-2).quantize(Decimal("0.0001"), ROUND_HALF_EVEN)
+        # The evidence is output: listing it costs its length, once per alert.
+        evidence = tuple(self._order[i].event_id for i in range(low, high) if self._arrived[i] or i == r)
+        return Finding(LARGE_AMOUNT, evidence, mean)
+
+    def _burst(self, r: int) -> tuple[str, ...] | None:
+        """The evidence of a burst episode ``r`` starts, or None (no burst, or one it only continues).
+
+        In the event-time order of the arrived purchases and ``r``, a burst is three consecutive purchases
+        within ``BURST_SPAN`` (any 60 s holding three holds three consecutive ones). ``r`` starts an episode
+        when it is in such a triple and none of the purchases of its triples was in a triple of the arrived
+        ones already (their bursts touch: the same episode, alerted when it started).
+        """
+        back, ahead = self._walk(r, -1, 2), self._walk(r, 1, 2)
+        around = [*reversed(back), r, *ahead]
+        at = len(back)
+        triples = [around[s : s + 3] for s in range(at - 2, at + 1) if s >= 0 and s + 2 < len(around)]
+        triples = [t for t in triples if self._tight(t[0], t[2])]
+        if not triples:
+            return None
+        members = {i for t in triples for i in t if i != r}
+        further_back = self._walk(back[-1], -1, 2) if len(back) == 2 else []
+        further_ahead = self._walk(ahead[-1], 1, 2) if len(ahead) == 2 else []
+        arrived = [*reversed(back + further_back), *ahead, *further_ahead]
+        for q, i in enumerate(arrived):
+            if i in members:
+                for s in range(max(0, q - 2), min(q, len(arrived) - 3) + 1):
+                    if self._tight(arrived[s], arrived[s + 2]):
+                        return None
+        return tuple(self._order[i].event_id for i in triples[0])
+
+    def _tight(self, first: int, third: int) -> bool:
+        return self._times[third] - self._times[first] <= _horizon_micros(BURST_SPAN)
+
+    def _walk(self, r: int, direction: int, wanted: int) -> list[int]:
+        """Up to ``wanted`` arrived purchases next to rank ``r`` in event time, nearest first."""
+        found: list[int] = []
+        while len(found) < wanted:
+            # Arrivals come nearly in event-time order, so a neighbour is almost always a few flags away;
+            # the tree bounds the rest (a batch arriving backwards in time) to O(log n).
+            if direction < 0:
+                i = self._arrived.rfind(1, max(0, r - _SCAN), r)
+                if i < 0 and r > _SCAN:
+                    before = self._prefix(r)[0]
+                    i = self._kth(before - 1) if before else -1
+            else:
+                i = self._arrived.find(1, r + 1, r + 1 + _SCAN)
+                if i < 0 and r + 1 + _SCAN < self._size:
+                    upto = self._prefix(r + 1)[0]
+                    i = self._kth(upto) if upto < self.arrived else -1
+            if i < 0:
+                break
+            found.append(i)
+            r = i
+        return found
+
+    def _prefix(self, r: int) -> tuple[int, int]:
+        """Arrived purchases among the first ``r`` ranks: how many, and their cents."""
+        count = cents = steps = 0
+        while r > 0:
+            count += self._count[r]
+            cents += self._cents[r]
+            r &= r - 1
+            steps += 1
+        self.steps += steps
+        return count, cents
+
+    def _kth(self, k: int) -> int:
+        """The rank of the ``k``-th arrived purchase (from 0) in event-time order."""
+        position, step, steps = 0, self._top, 0
+        while step:
+            following = position + step
+            if following <= self._size and self._count[following] <= k:
+                position = following
+                k -= self._count[following]
+            step >>= 1
+            steps += 1
+        self.steps += steps
+        return position
+
+    def _mark(self, r: int, cents: int) -> None:
+        self._arrived[r] = 1
+        self.arrived += 1
+        i, steps = r + 1, 0
+        while i <= self._size:
+            self._count[i] += 1
+            self._cents[i] += cents
+            i += i & -i
+            steps += 1
+        self.steps += steps
 
 
-def judge_purchase(purchase: Purchase, earlier: PurchaseHistory) -> list[Finding]:
+def judge_purchase(purchase: Purchase, earlier: Sequence[Purchase]) -> list[Finding]:
     """The rules ``purchase`` breaks, judged against the user's purchases that arrived before it.
 
     - ``large_amount``: amount ≥ 10 x the mean of the earlier purchases with event time in ``[t - 1 h, t]``;
       needs at least one, and a positive sum (a mean of zero or less makes every amount "large").
-    - ``burst``: with it, 3 or more purchases fall within 60 s of event time (a span of exactly 60 s counts).
+    - ``burst``: with it, 3 or more purchases fall within 60 s of event time (a span of exactly 60 s counts),
+      and none of the purchases it makes them with was in such a burst before: one alert per episode.
     """
-    findings = []
-    hour = earlier.between(purchase.at - _horizon_micros(MEAN_HORIZON), purchase.at)
-    total = sum(p.cents for p in hour)
-    if hour and total > 0 and purchase.cents * len(hour) >= LARGE_FACTOR * total:
-        mean = (Decimal(total) / len(hour)).scaleb(-2).quantize(Decimal("0.0001"), ROUND_HALF_EVEN)
-        evidence = _by_event_time([*hour, purchase])
-        findings.append(Finding(LARGE_AMOUNT, evidence, mean))
-    span = _horizon_micros(BURST_SPAN)
-    near = sorted([*earlier.between(purchase.at - span, purchase.at + span), purchase], key=lambda p: p.at)
-    for start in sorted({p.at for p in near if p.at <= purchase.at}):
-        inside = [p for p in near if start <= p.at <= start + span]
-        if len(inside) >= BURST_PURCHASES:
-            findings.append(Finding(BURST, _by_event_time(inside)))
-            break
-    return findings
-
-
-def _by_event_time(purchases: Sequence[Purchase]) -> tuple[str, ...]:
-    return tuple(p.event_id for p in sorted(purchases, key=lambda p: (p.at, p.event_id)))
+    return PurchaseHistory(earlier, [purchase]).arrive(0)
 
 
 def arrival_key(row: Row) -> tuple:
@@ -321,7 +463,13 @@ def arrival_key(row: Row) -> tuple:
 
 
 class FraudDetector(StatefulProcessor):
-    """Per user: the purchases of the last hour of event time. Judges each new purchase on arrival."""
+    """Per user: the purchases of the last hour of event time (a ListState), and one timer at the earliest
+    one's expiry (event time + 1 h). Judges each new purchase on arrival.
+
+    A batch loads the list once (O(state)), judges its purchases in O(log n) each (``PurchaseHistory``) and
+    appends them. When the timer fires, every purchase whose expiry the watermark has passed goes in one
+    pass, and the timer moves to the next expiry: a batch costs O(batch log n + state) per user.
+    """
 
     def init(self, handle: StatefulProcessorHandle) -> None:
         self.handle = handle
@@ -329,33 +477,32 @@ class FraudDetector(StatefulProcessor):
 
     def handleInputRows(self, key: Any, rows: Iterator[Row], timerValues: TimerValues) -> Iterator[Row]:
         detected_at = instant(timerValues.getCurrentProcessingTimeInMs() * 1000)
-        history = PurchaseHistory([Purchase(*kept) for kept in self.purchases.get()])
-        arrived = []
-        alerts = []
-        for row in sorted(rows, key=arrival_key):
-            purchase = Purchase(row.event_id, micros(row.event_time), int(row.amount * 100))
-            for finding in judge_purchase(purchase, history):
-                alerts.append(_alert(key[0], row, finding, detected_at))
-            history.add(purchase)
-            arrived.append(purchase)
-        self.purchases.appendList([(p.event_id, p.at, p.cents) for p in arrived])
-        horizon = _horizon_micros(MEAN_HORIZON)
-        for expiry in sorted({timer_ms(p.at + horizon) for p in arrived}):
-            self.handle.registerTimer(expiry)
+        arriving = sorted(rows, key=arrival_key)
+        coming = [Purchase(row.event_id, micros(row.event_time), int(row.amount * 100)) for row in arriving]
+        history = PurchaseHistory([Purchase(*kept) for kept in self.purchases.get()], coming)
+        alerts = [
+            _alert(key[0], row, finding, detected_at) for n, row in enumerate(arriving) for finding in history.arrive(n)
+        ]
+        self.purchases.appendList([(p.event_id, p.at, p.cents) for p in coming])
+        earliest = history.earliest
+        _keep_one_timer(self.handle, None if earliest is None else timer_ms(earliest + _horizon_micros(MEAN_HORIZON)))
         return iter(alerts)
 
     def handleExpiredTimer(
         self, key: Any, timerValues: TimerValues, expiredTimerInfo: ExpiredTimerInfo
     ) -> Iterator[Row]:
         # Safe to forget: a purchase not dropped as late from now on is after the watermark, which is past
-        # this instant, so more than an hour after every purchase evicted here.
-        fired = expiredTimerInfo.getExpiryTimeInMs()
+        # each expiry evicted here, so more than an hour after every purchase evicted here. Spark fires every
+        # timer at or before the watermark in this batch anyway: evicting up to it is the same, in one pass.
+        passed = max(expiredTimerInfo.getExpiryTimeInMs(), timerValues.getCurrentWatermarkInMs())
         horizon = _horizon_micros(MEAN_HORIZON)
-        kept = [tuple(p) for p in self.purchases.get() if timer_ms(p[1] + horizon) > fired]
-        if kept:
-            self.purchases.put(kept)
-        else:
+        held = [tuple(p) for p in self.purchases.get()]
+        kept = sorted((p for p in held if timer_ms(p[1] + horizon) > passed), key=lambda p: (p[1], p[0]))
+        if not kept:
             self.purchases.clear()
+        elif len(kept) < len(held):
+            self.purchases.put(kept)
+        _keep_one_timer(self.handle, timer_ms(kept[0][1] + horizon) if kept else None, passed)
         return iter([])
 
     def close(self) -> None:

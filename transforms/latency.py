@@ -12,9 +12,9 @@ from pyspark.sql import functions as F
 ARRIVAL_KEYS = ("arrived_p01", "arrived_p50", "arrived_min")
 
 
-def arrival_quantiles(arrived: str = "arrived_at") -> list[Column]:
+def arrival_quantiles(arrived: str | Column = "arrived_at") -> list[Column]:
     """Aggregations: (arrival 1st and 50th percentile as an array, earliest arrival), epoch seconds."""
-    seconds = F.unix_micros(F.col(arrived)) / 1e6
+    seconds = F.unix_micros(F.col(arrived) if isinstance(arrived, str) else arrived) / 1e6
     return [F.percentile_approx(seconds, [0.01, 0.5], 1000), F.min(seconds)]
 
 

@@ -1,5 +1,8 @@
 """Silver: parse and validate bronze lines, quarantine the invalid, deduplicate by event_id over history."""
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 import deltalake
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
@@ -74,19 +77,32 @@ def refine_events(bronze: DataFrame, batch_id: int, settings: Settings, writer_i
     late or early its event time is. History is every silver batch before this one, so a batch re-run
     after a crash classifies exactly as its first attempt did.
     """
+    with refined(bronze, batch_id, settings, writer_id) as (figures, _):
+        return figures
+
+
+@contextmanager
+def refined(
+    bronze: DataFrame, batch_id: int, settings: Settings, writer_id: str
+) -> Iterator[tuple[dict[str, float], DataFrame]]:
+    """:func:`refine_events`, and the batch's new events (``silver.events`` rows) for the block: what a
+    batch carrying its lines on to gold folds into the windows without reading silver back."""
     spark = bronze.sparkSession
     valid = F.col("reason").isNull()
     with materialized(parse_events(bronze, settings.streams.max_line_bytes)) as parsed:
         history = history_of(spark, settings, parsed.where(valid), batch_id)
-        counts = _write_classified(_classify(parsed, history, batch_id), settings, writer_id, batch_id)
-    rows_in, n_quarantined, n_duplicates, n_conflicting = counts
-    return {
-        "rows_in": rows_in,
-        "rows_written": rows_in - n_quarantined - n_duplicates,
-        "quarantined": n_quarantined,
-        "duplicates": n_duplicates,
-        "conflicting": n_conflicting,
-    }
+        with materialized(_classify(parsed, history, batch_id)) as classified:
+            rows_in, n_quarantined, n_duplicates, n_conflicting = _write_classified(
+                classified, settings, writer_id, batch_id
+            )
+            figures = {
+                "rows_in": rows_in,
+                "rows_written": rows_in - n_quarantined - n_duplicates,
+                "quarantined": n_quarantined,
+                "duplicates": n_duplicates,
+                "conflicting": n_conflicting,
+            }
+            yield figures, _new_events(classified).select(*SILVER_EVENTS.column_names)
 
 
 def _classify(parsed: DataFrame, history: DataFrame, batch_id: int) -> DataFrame:
@@ -115,28 +131,28 @@ def _classify(parsed: DataFrame, history: DataFrame, batch_id: int) -> DataFrame
     )
 
 
+def _new_events(classified: DataFrame) -> DataFrame:
+    return classified.where("is_new").withColumns({"event_date": F.to_date("event_time"), "event_key": event_key()})
+
+
 def _write_classified(
     classified: DataFrame, settings: Settings, writer_id: str, batch_id: int
 ) -> tuple[int, int, int, int]:
     """Append each class to its table (exactly once per batch); (lines, quarantined, duplicates, conflicting)."""
     valid = F.col("reason").isNull()
-    with materialized(classified) as classified:
-        counts = classified.agg(
-            F.count("*"),
-            F.count_if(~valid),
-            F.count_if("is_duplicate"),
-            F.count_if("conflicting"),
-        ).first()
-        rows_in, n_quarantined, n_duplicates, n_conflicting = (int(v) for v in counts)
-        writes = []
-        if n_quarantined:
-            writes.append((classified.where(~valid), SILVER_QUARANTINE))
-        if n_duplicates:
-            writes.append((classified.where("is_duplicate"), SILVER_DUPLICATES))
-        if rows_in - n_quarantined - n_duplicates:
-            new = classified.where("is_new").withColumns(
-                {"event_date": F.to_date("event_time"), "event_key": event_key()}
-            )
-            writes.append((new, SILVER_EVENTS))
-        append_all_once(writes, settings, writer_id, batch_id)
+    counts = classified.agg(
+        F.count("*"),
+        F.count_if(~valid),
+        F.count_if("is_duplicate"),
+        F.count_if("conflicting"),
+    ).first()
+    rows_in, n_quarantined, n_duplicates, n_conflicting = (int(v) for v in counts)
+    writes = []
+    if n_quarantined:
+        writes.append((classified.where(~valid), SILVER_QUARANTINE))
+    if n_duplicates:
+        writes.append((classified.where("is_duplicate"), SILVER_DUPLICATES))
+    if rows_in - n_quarantined - n_duplicates:
+        writes.append((_new_events(classified), SILVER_EVENTS))
+    append_all_once(writes, settings, writer_id, batch_id)
     return rows_in, n_quarantined, n_duplicates, n_conflicting

@@ -122,6 +122,19 @@ def batch_scope(app_id: str, batch_id: int, since: float) -> Iterator[None]:
         _BATCH.reset(token)
 
 
+@contextmanager
+def sub_scope(app_id: str, batch_id: int) -> Iterator[None]:
+    """Inside a stream batch's scope for ``batch_id``, declare writes under another app id of the same
+    batch (a derived output's ``<writer>:<output>``): they get the batch's cheap exactly-once check
+    instead of Delta's transaction ids. Outside such a scope, nothing changes."""
+    scope = _BATCH.get()
+    if scope is None or scope.batch_id != batch_id:
+        yield
+        return
+    with batch_scope(app_id, batch_id, scope.since):
+        yield
+
+
 def _scoped(app_id: str, batch_id: int) -> BatchScope | None:
     scope = _BATCH.get()
     return scope if scope and scope.app_id == app_id and scope.batch_id == batch_id else None
@@ -146,6 +159,25 @@ def committed_since(path: Path, app_id: str, batch_id: int, since: float) -> boo
                     return True
         version -= 1
     return False
+
+
+def commit_of(path: Path, app_id: str, batch_id: int) -> int | None:
+    """The version of the commit of the table at ``path`` that records (app_id, batch_id) in its
+    ``userMetadata``, searched from the newest commit back; None when none does."""
+    log = path / "_delta_log"
+    version = latest_version(log)
+    while version >= 0:
+        try:
+            text = (log / f"{version:020d}.json").read_text()
+        except FileNotFoundError:  # cleaned up by log retention
+            return None
+        for line in text.splitlines():
+            if line.startswith('{"commitInfo"'):
+                found = _user_metadata(json.loads(line)["commitInfo"].get("userMetadata"))
+                if found.get("writer") == app_id and found.get("batch") == batch_id:
+                    return version
+        version -= 1
+    return None
 
 
 def latest_version(log: Path) -> int:

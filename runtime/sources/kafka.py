@@ -5,6 +5,7 @@ The message value is the raw line and follows the same event rules as a landing-
 event time comes from the line only.
 """
 
+from collections.abc import Callable
 from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
@@ -59,13 +60,18 @@ def read_kafka(spark: SparkSession, settings: Settings) -> DataFrame:
 
 
 def land_kafka_messages(
-    messages: DataFrame, batch_id: int, settings: Settings, writer_id: str, checkpoint: Path
+    messages: DataFrame,
+    batch_id: int,
+    settings: Settings,
+    writer_id: str,
+    checkpoint: Path,
+    land: Callable[[DataFrame, int, Settings, str], dict[str, float]] = land_messages,
 ) -> dict[str, float]:
     """Append one micro-batch of messages to bronze exactly once, and measure the consumer lag it leaves:
     per partition, the broker's end offset minus the end offset of this batch (from the checkpoint's
     offset log, so no second read of the messages). Lag figures are left out when the broker does not
     answer right then; the batch itself is written either way."""
-    figures = land_messages(messages, batch_id, settings, writer_id)
+    figures = land(messages, batch_id, settings, writer_id)
     try:
         lag = partition_lag(settings, checkpoint, batch_id)
     except Exception:

@@ -27,6 +27,7 @@ from transforms.gold.global_windows import update_global_windows
 from transforms.gold.hopping import closing_windows, roll_up
 from transforms.gold.sessions import closing_sessions, update_sessions
 from warehouse.catalog import Table, firings_table
+from warehouse.delta import sub_scope
 from warehouse.settings import Settings
 
 #: The columns an empty batch of events has for the session step.
@@ -109,18 +110,21 @@ def propagate(spark: SparkSession, settings: Settings, change: GoldChange) -> De
     """
     hops = sessions = global_fired = 0
     if settings.keeps("hopping") and change.panes is not None:
-        hops = roll_up(
-            spark, settings, change.panes, change.after, change.now, change.cause, f"{change.app_id}:hops",
-            change.version, change.gold_batch, change.closes_from,
-        )  # fmt: skip
+        with sub_scope(f"{change.app_id}:hops", change.version):
+            hops = roll_up(
+                spark, settings, change.panes, change.after, change.now, change.cause, f"{change.app_id}:hops",
+                change.version, change.gold_batch, change.closes_from,
+            )  # fmt: skip
     if settings.keeps("global") and change.events is not None:
-        global_fired = update_global_windows(
-            spark, settings, change.events, change.now, f"{change.app_id}:global", change.version
-        )
+        with sub_scope(f"{change.app_id}:global", change.version):
+            global_fired = update_global_windows(
+                spark, settings, change.events, change.now, f"{change.app_id}:global", change.version
+            )
     if settings.keeps("sessions") and (change.events is not None or change.after != change.before):
         events = change.events if change.events is not None else spark.createDataFrame([], _NO_EVENTS)
-        sessions = update_sessions(
-            spark, settings, events, change.before, change.after, change.now, f"{change.app_id}:sessions",
-            change.version, change.gold_batch,
-        )  # fmt: skip
+        with sub_scope(f"{change.app_id}:sessions", change.version):
+            sessions = update_sessions(
+                spark, settings, events, change.before, change.after, change.now, f"{change.app_id}:sessions",
+                change.version, change.gold_batch,
+            )  # fmt: skip
     return Derived(hops, sessions, global_fired)
