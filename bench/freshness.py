@@ -121,11 +121,11 @@ def _probes_visible(table: Path, column: str) -> set[int]:
     return {int(k.removeprefix("probe-")) for k in keys if k and k.startswith("probe-")}
 
 
-def _streams_running(home: Path) -> bool:
+def _streams_running(env: dict[str, str]) -> bool:
     from runtime.stages import stages
     from warehouse.locks import lock_holder
 
-    settings = Settings.from_env({"LAKEHOUSE_HOME": str(home)})
+    settings = Settings.from_env(env)
     names = stages(settings).names
     return all(lock_holder(settings, name) for name in names) and (settings.home / "tables" / "gold").is_dir()
 
@@ -154,7 +154,7 @@ def measure(rate: int, seconds: float, trigger: int, root: Path) -> RateResult:
 
     try:
         deadline = time.monotonic() + 180
-        while not _streams_running(home):
+        while not _streams_running(env):
             if stream.poll() is not None or time.monotonic() > deadline:
                 raise SystemExit(f"bench: `run --continuous` did not start; see {log.name}")
             time.sleep(0.5)

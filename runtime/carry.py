@@ -27,11 +27,15 @@ from runtime.checkpoints import SILVER_STAGE, checkpoint_dir, windows_stage_name
 from transforms.bronze import append_lines, stamp
 from transforms.gold.tumbling import update_windows
 from transforms.latency import ARRIVAL_KEYS
+from transforms.seen_keys import SeenKeys
 from transforms.silver import refined
 from warehouse.catalog import SILVER_EVENTS
 from warehouse.delta import batch_scope, latest_version, materialized
 from warehouse.locks import hold_gold
 from warehouse.settings import Settings
+
+#: Each home's index of stored event keys, kept for the life of the process (its batches' dedup pre-filter).
+_SEEN: dict[Path, SeenKeys] = {}
 
 
 def carried_writer(settings: Settings, stage: str) -> str:
@@ -56,7 +60,10 @@ def carry_to_gold(
         silver_writer = carried_writer(settings, SILVER_STAGE)
         with (
             batch_scope(silver_writer, silver_batch, since),
-            refined(stamped, silver_batch, settings, silver_writer) as (silver, events),
+            refined(stamped, silver_batch, settings, silver_writer, _SEEN.setdefault(settings.home, SeenKeys())) as (
+                silver,
+                events,
+            ),
         ):
             figures.update(
                 events=silver["rows_written"],

@@ -1,16 +1,18 @@
-"""The streaming runner: one Structured Streaming query per arrow, each with its own checkpoint.
+"""The streaming runner: the source stream (landing or Kafka → bronze → silver → the tumbling table, one
+micro-batch) and its followers, each a Structured Streaming query with its own checkpoint.
 
-``landing → bronze.events → silver.* → gold.*``. Each query runs with ``availableNow`` (everything that
-has arrived, in bounded micro-batches, then stop): once (``run_once``) or in back-to-back cycles
-(``run_continuous``). Each micro-batch is written through ``foreachBatch`` exactly once (commit metadata
-or Delta transaction ids), so a batch replayed after a crash writes nothing twice.
+``run_once`` runs each query with ``availableNow`` (everything that has arrived, in bounded micro-batches,
+then stop). ``run_continuous`` keeps the source stream's query running for the whole run (a trigger every
+``trigger_interval_seconds``; no query start per batch) and the followers in cycles of their own beside it.
+Each micro-batch is written through ``foreachBatch`` exactly once (commit metadata or Delta transaction
+ids), so a batch replayed after a crash writes nothing twice.
 """
 
 import signal
 import threading
 import time
 from collections.abc import Callable, Sequence
-from contextlib import nullcontext
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field, replace
 from datetime import UTC, date, datetime
 from pathlib import Path
@@ -99,9 +101,17 @@ def stage_lock(settings: Settings, stage: Stage):
     return hold_all(settings, stage.lock_names(settings), purpose=f"the {stage.name} stream")
 
 
-def start_stage(spark: SparkSession, settings: Settings, stage: Stage, report: StageReport) -> StreamingQuery:
-    """Start one stage's query with ``availableNow``: everything its source holds now, in bounded
-    micro-batches, then it stops."""
+def start_stage(
+    spark: SparkSession,
+    settings: Settings,
+    stage: Stage,
+    report: StageReport,
+    keep_running: bool = False,
+    batch_lock: AbstractContextManager | None = None,
+) -> StreamingQuery:
+    """Start one stage's query: with ``availableNow`` (everything its source holds now, in bounded
+    micro-batches, then it stops), or with ``keep_running`` a trigger every ``trigger_interval_seconds``
+    until it is stopped. Each batch holds ``batch_lock`` (a continuous run's idle advance takes it too)."""
     checkpoint = checkpoint_dir(settings, stage)
     writer: dict[str, str] = {}
     recorder = recorder_for(spark, settings)
@@ -110,22 +120,27 @@ def start_stage(spark: SparkSession, settings: Settings, stage: Stage, report: S
         if "id" not in writer:
             writer["id"] = _writer_id(checkpoint, stage)
         started = time.monotonic()
-        with batch_scope(writer["id"], batch_id, checkpoints.batch_earliest_start(checkpoint, batch_id)):
-            locks = hold_all(
-                settings, list(stage.locks), wait_seconds=GOLD_LOCK_WAIT_SECONDS, purpose=f"{stage.name} batch"
-            )
-            with locks:
-                figures = stage.process(batch, batch_id, settings, writer["id"])
-        figures = latencies(figures, time.time())
-        recorder.batch_figures(stage.name, batch_id, figures)
-        report.add(figures, time.monotonic() - started)
+        with (
+            batch_lock or nullcontext(),
+            batch_scope(writer["id"], batch_id, checkpoints.batch_earliest_start(checkpoint, batch_id)),
+            hold_all(settings, list(stage.locks), wait_seconds=GOLD_LOCK_WAIT_SECONDS, purpose=f"{stage.name} batch"),
+        ):
+            figures = stage.process(batch, batch_id, settings, writer["id"])
+            figures = latencies(figures, time.time())
+            recorder.batch_figures(stage.name, batch_id, figures)
+            report.add(figures, time.monotonic() - started)
 
+    trigger = (
+        {"processingTime": f"{settings.streams.trigger_interval_seconds} seconds"}
+        if keep_running
+        else {"availableNow": True}
+    )
     return (
         stage.read(spark, settings)
         .writeStream.queryName(stage.name)
         .option("checkpointLocation", str(checkpoint))
         .foreachBatch(each_batch)
-        .trigger(availableNow=True)
+        .trigger(**trigger)
         .start()
     )
 
@@ -303,13 +318,14 @@ def run_continuous(
     tumbling table) in back-to-back cycles, and beside it, in a thread of its own, the followers (fraud
     alerts, the derived windows, the join, distinct URLs) in cycles of their own.
 
-    One critical cycle carries a landed line all the way to the tumbling table: no stage waits for a
-    trigger of its own, and none waits for a follower. The critical path's Spark jobs run in the
-    ``critical`` scheduler pool, the followers' in ``followers``, so when both wait for the cores the
-    critical path gets most of them. A stage whose source has nothing new is skipped without starting a
-    query (from its checkpoint and its source's files, no Spark job); an idle cycle waits
-    ``trigger_interval_seconds``. SIGINT and SIGTERM stop the running queries; a batch cut off mid-way is
-    re-run by the next start and writes nothing twice. A follower's failure stops the whole run.
+    The source stream's query runs for the whole run (a trigger every ``trigger_interval_seconds``, no
+    start per batch), and each of its micro-batches carries a landed line all the way to the tumbling
+    table: none waits for a follower. The critical path's Spark jobs run in the ``critical`` scheduler
+    pool, the followers' in ``followers``, so when both wait for the cores the critical path gets most
+    of them. A follower whose source has nothing new is skipped without starting a query (from its
+    checkpoint and its source's files, no Spark job); an idle follower cycle waits the trigger interval.
+    SIGINT and SIGTERM stop the running queries; a batch cut off mid-way is re-run by the next start and
+    writes nothing twice. A follower's failure stops the whole run.
     """
     prepare(spark, settings)
     older = drain_older_streams(spark, settings)
@@ -356,29 +372,35 @@ def run_continuous(
             stop.set()
 
     follower = threading.Thread(target=follow, name="lakehouse-followers", daemon=True)
+    critical = _SourceQuery(spark, settings, pipeline.source, reports[pipeline.source.name], notices)
     try:
         with _all_locks(settings, source):
             use_pool(spark, CRITICAL_POOL)
             follower.start()
             try:
                 while not stop.is_set():
-                    started = time.monotonic()
-                    worked = cycle((pipeline.source,))
-                    if not worked and not stop.is_set() and time.monotonic() >= next_idle_check:
-                        # Each look costs a few small Spark jobs; windows close within this many seconds of due.
-                        next_idle_check = time.monotonic() + max(
-                            settings.streams.trigger_interval_seconds, IDLE_CHECK_SECONDS
-                        )
-                        idle = advance_idle_watermark(spark, settings, stage_locked=True, follow=False)
-                        if idle:
-                            idle_report.add(idle.figures, idle.seconds)
-                    if on_progress:
-                        on_progress(_with_idle(list(reports.values()), idle_report))
+                    critical.keep_running()
+                    # The batch lock is free only between the source stream's batches: an idle advance never
+                    # runs during one, and the progress shown is never half a batch's.
+                    if critical.batch_lock.acquire(blocking=False):
+                        try:
+                            if time.monotonic() >= next_idle_check:
+                                # A look costs a few small Spark jobs; windows close within this many s of due.
+                                next_idle_check = time.monotonic() + max(
+                                    settings.streams.trigger_interval_seconds, IDLE_CHECK_SECONDS
+                                )
+                                idle = advance_idle_watermark(spark, settings, stage_locked=True, follow=False)
+                                if idle:
+                                    idle_report.add(idle.figures, idle.seconds)
+                            if on_progress:
+                                on_progress(_with_idle(list(reports.values()), idle_report))
+                        finally:
+                            critical.batch_lock.release()
                     recorder.flush_if_due(spark)
-                    if not worked:
-                        stop.wait(max(0.0, settings.streams.trigger_interval_seconds - (time.monotonic() - started)))
+                    stop.wait(_LOOK_SECONDS)
             finally:
                 stop.set()
+                critical.stop()
                 follower.join()
                 use_pool(spark, None)
         if failures:
@@ -388,6 +410,62 @@ def run_continuous(
         for signum, handler in previous.items():
             signal.signal(signum, handler)
     return [*older, *_with_idle(list(reports.values()), idle_report)]
+
+
+#: How often a continuous run's main thread looks at its source query (failures, idleness, progress).
+_LOOK_SECONDS = 0.5
+
+
+class _SourceQuery:
+    """The continuous run's source stream: one query for the whole run, started again only after a Kafka
+    broker outage (or the re-run quirk in :func:`_drain`); any other failure stops the run."""
+
+    def __init__(
+        self, spark: SparkSession, settings: Settings, stage: Stage, report: StageReport, notices: "_Notices"
+    ) -> None:
+        self.spark, self.settings, self.stage, self.report, self.notices = spark, settings, stage, report, notices
+        self.batch_lock = threading.Lock()
+        self.query: StreamingQuery | None = None
+        self.rerun: int | None = None
+        self.next_broker_look = 0.0
+
+    def keep_running(self) -> None:
+        if self.query is not None and self.query.isActive:
+            if self.stage.source == "kafka" and time.monotonic() >= self.next_broker_look:
+                # A running Kafka query waits out an outage on its own; the user is told once each way.
+                self.next_broker_look = time.monotonic() + self.settings.streams.trigger_interval_seconds
+                self._broker_down()
+            return
+        checkpoint = checkpoint_dir(self.settings, self.stage)
+        if self.query is not None:
+            error, self.query = self.query.exception(), None
+            if error is not None:
+                rerun_done = self.rerun is not None and checkpoints.is_committed(checkpoint, self.rerun)
+                # A Kafka batch cut off by a broker outage never committed: it is re-run from the same offsets
+                # once the broker answers. Any other failure stops the run.
+                if self.stage.source != "kafka" or not (rerun_done or self._broker_down()):
+                    raise error
+                if not rerun_done:
+                    return
+        if self.stage.source == "kafka" and self._broker_down():
+            return
+        self.rerun = checkpoints.uncommitted_batch(checkpoint)
+        self.query = start_stage(
+            self.spark, self.settings, self.stage, self.report, keep_running=True, batch_lock=self.batch_lock
+        )
+
+    def _broker_down(self) -> bool:
+        try:
+            partition_lag(self.settings, checkpoint_dir(self.settings, self.stage))
+        except Exception as error:
+            self.notices.broker(self.settings, error)
+            return True
+        self.notices.broker(self.settings, None)
+        return False
+
+    def stop(self) -> None:
+        if self.query is not None:
+            self.query.stop()
 
 
 def _with_idle(reports: list[StageReport], idle: StageReport) -> list[StageReport]:

@@ -214,3 +214,46 @@ def test_dedup_is_exact_across_days_and_in_a_home_older_than_the_event_key(spark
     assert (silver["e3"].event_key, silver["e4"].event_key) == (keys["e3"], keys["e4"])
     duplicates = sorted((r.event_id, r.conflicting) for r in read_table(spark, settings, SILVER_DUPLICATES).collect())
     assert duplicates == [("e1", True), ("e2", False), ("e3", False), ("e3", True)]
+
+
+@pytest.mark.quick
+def test_a_long_lived_process_deduplicates_from_its_key_index_and_reloads_it_after_another_writer(
+    spark, settings
+) -> None:
+    """The source stream's batches answer "stored before?" from the process's index of silver's keys; a
+    commit to silver.events by anyone else (here an outside append of e5) makes the next batch reload it."""
+    from runtime.carry import _SEEN
+
+    land(
+        settings,
+        "one.jsonl",
+        [event("e1", "A", "2024-01-01T10:00:00Z", "5"), event("e2", "B", "2024-01-01T11:00:00Z", "3")],
+    )
+    run_once(spark, settings)
+    seen = _SEEN[settings.home]
+    assert seen.usable and seen.version == table_version(spark, settings, SILVER_EVENTS)
+
+    outside = (
+        read_table(spark, settings, SILVER_EVENTS)
+        .where("event_id = 'e1'")
+        .withColumns(
+            {"event_id": F.lit("e5"), "event_key": F.xxhash64(F.lit("e5")), "silver_batch": F.lit(-1).cast("long")}
+        )
+    )
+    outside.write.format("delta").mode("append").save(str(SILVER_EVENTS.path(settings)))
+    land(
+        settings,
+        "two.jsonl",
+        [
+            event("e1", "A", "2024-01-07T10:00:00Z", "5"),  # stored under another day: conflicting
+            event("e5", "A", "2024-01-01T10:00:00Z", "5"),  # stored by the outside writer
+            event("e6", "C", "2024-01-07T10:00:00Z", "1"),
+        ],
+    )
+    run_once(spark, settings)
+
+    ids = [r.event_id for r in read_table(spark, settings, SILVER_EVENTS).collect()]
+    assert sorted(ids) == ["e1", "e2", "e5", "e6"]
+    duplicates = dict((r.event_id, r.conflicting) for r in read_table(spark, settings, SILVER_DUPLICATES).collect())
+    assert sorted(duplicates) == ["e1", "e5"] and duplicates["e1"] is True
+    assert seen.version == table_version(spark, settings, SILVER_EVENTS)

@@ -2,14 +2,16 @@
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import date, timedelta
 
 import deltalake
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from transforms.events import parse_events
+from transforms.seen_keys import SeenKeys, batch_keys
 from warehouse.catalog import SILVER_DUPLICATES, SILVER_EVENTS, SILVER_QUARANTINE
-from warehouse.delta import append_all_once, materialized, read_table
+from warehouse.delta import append_all_once, latest_version, materialized, read_table
 from warehouse.settings import Settings
 
 #: Arrival order: an earlier bronze batch arrived earlier; within a batch, older files first, then the
@@ -41,18 +43,23 @@ def stored_files(settings: Settings) -> tuple[int, bool]:
     return files.num_rows, any(n is None or n > 0 for n in files.column("null_count.event_key").to_pylist())
 
 
-def history_of(spark: SparkSession, settings: Settings, batch: DataFrame, batch_id: int) -> DataFrame:
+def history_of(
+    spark: SparkSession, settings: Settings, batch: DataFrame, batch_id: int, days: list[int] | None = None
+) -> DataFrame:
     """``(event_id, history_hash)`` of every event in silver before ``batch_id`` whose id is in ``batch``.
 
-    Exact at any delay, with a cost that does not grow with all of history: step one scans only the
-    8-byte ``event_key`` (and the ``event_date`` partition value) of ``silver.events`` for the batch's
-    keys; step two reads ids and payload hashes from only the ``event_date`` partitions those keys live
-    in. A batch without repeats never takes step two.
+    Exact at any delay, with a cost that does not grow with all of history: step one finds the
+    ``event_date`` partitions the batch's keys are stored under, by a scan of only the 8-byte
+    ``event_key`` of ``silver.events``, or from ``days`` (``unix_date`` values) when the caller's
+    :class:`~transforms.seen_keys.SeenKeys` already answered it; step two reads ids and payload hashes
+    from only those partitions. A batch without repeats never takes step two.
     """
+    stored = read_table(spark, settings, SILVER_EVENTS)
+    if days is not None:
+        return _stored_ids(stored, batch, batch_id, [date(1970, 1, 1) + timedelta(days=day) for day in days])
     n_files, keyless = stored_files(settings)
     if not n_files:
         return spark.createDataFrame([], "event_id string, history_hash string")
-    stored = read_table(spark, settings, SILVER_EVENTS)
     keys = F.broadcast(batch.select(event_key().alias("event_key")).distinct())
     index = stored.select("event_key", "event_date")
     if keyless:
@@ -61,8 +68,12 @@ def history_of(spark: SparkSession, settings: Settings, batch: DataFrame, batch_
             stored.where(F.col("event_key").isNull()).select(event_key().alias("event_key"), "event_date")
         )
     dates = [row[0] for row in index.join(keys, "event_key", "left_semi").select("event_date").distinct().collect()]
+    return _stored_ids(stored, batch, batch_id, dates)
+
+
+def _stored_ids(stored: DataFrame, batch: DataFrame, batch_id: int, dates: list[date]) -> DataFrame:
     if not dates:
-        return spark.createDataFrame([], "event_id string, history_hash string")
+        return stored.sparkSession.createDataFrame([], "event_id string, history_hash string")
     return (
         stored.where(F.col("event_date").isin(dates) & (F.col("silver_batch") < batch_id))
         .join(F.broadcast(batch.select("event_id").distinct()), "event_id", "left_semi")
@@ -83,18 +94,23 @@ def refine_events(bronze: DataFrame, batch_id: int, settings: Settings, writer_i
 
 @contextmanager
 def refined(
-    bronze: DataFrame, batch_id: int, settings: Settings, writer_id: str
+    bronze: DataFrame, batch_id: int, settings: Settings, writer_id: str, seen: SeenKeys | None = None
 ) -> Iterator[tuple[dict[str, float], DataFrame]]:
     """:func:`refine_events`, and the batch's new events (``silver.events`` rows) for the block: what a
-    batch carrying its lines on to gold folds into the windows without reading silver back."""
+    batch carrying its lines on to gold folds into the windows without reading silver back. ``seen``,
+    the writer's index of stored keys, answers dedup's first step on the driver and learns the batch's."""
     spark = bronze.sparkSession
     valid = F.col("reason").isNull()
     with materialized(parse_events(bronze, settings.streams.max_line_bytes)) as parsed:
-        history = history_of(spark, settings, parsed.where(valid), batch_id)
+        keys = batch_keys(parsed.where(valid), event_key()) if seen and seen.current(spark, settings) else None
+        days = seen.found(keys[0])[1] if seen and keys is not None else None
+        history = history_of(spark, settings, parsed.where(valid), batch_id, days)
         with materialized(_classify(parsed, history, batch_id)) as classified:
             rows_in, n_quarantined, n_duplicates, n_conflicting = _write_classified(
                 classified, settings, writer_id, batch_id
             )
+            if seen and keys is not None:
+                seen.add(*keys, latest_version(SILVER_EVENTS.path(settings) / "_delta_log"))
             figures = {
                 "rows_in": rows_in,
                 "rows_written": rows_in - n_quarantined - n_duplicates,
