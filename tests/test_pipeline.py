@@ -252,8 +252,16 @@ def test_a_long_lived_process_deduplicates_from_its_key_index_and_reloads_it_aft
     )
     run_once(spark, settings)
 
+    # Nothing stored, but one id twice in the batch: the second arrival is still a duplicate.
+    land(
+        settings,
+        "three.jsonl",
+        [event("e8", "D", "2024-01-07T10:00:00Z", "2"), event("e8", "D", "2024-01-07T10:01:00Z", "2")],
+    )
+    run_once(spark, settings)
+
     ids = [r.event_id for r in read_table(spark, settings, SILVER_EVENTS).collect()]
-    assert sorted(ids) == ["e1", "e2", "e5", "e6"]
+    assert sorted(ids) == ["e1", "e2", "e5", "e6", "e8"]
     duplicates = dict((r.event_id, r.conflicting) for r in read_table(spark, settings, SILVER_DUPLICATES).collect())
-    assert sorted(duplicates) == ["e1", "e5"] and duplicates["e1"] is True
+    assert sorted(duplicates) == ["e1", "e5", "e8"] and duplicates["e1"] is True and duplicates["e8"] is True
     assert seen.version == table_version(spark, settings, SILVER_EVENTS)

@@ -5,6 +5,7 @@ from contextlib import contextmanager
 from datetime import date, timedelta
 
 import deltalake
+import numpy as np
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
@@ -104,7 +105,9 @@ def refined(
     with materialized(parse_events(bronze, settings.streams.max_line_bytes)) as parsed:
         keys = batch_keys(parsed.where(valid), event_key()) if seen and seen.current(spark, settings) else None
         days = seen.found(keys[0])[1] if seen and keys is not None else None
-        history = history_of(spark, settings, parsed.where(valid), batch_id, days)
+        # Keys all distinct and none stored: every valid line is the first arrival of its id.
+        unseen = days == [] and len(np.unique(keys[0])) == len(keys[0])
+        history = None if unseen else history_of(spark, settings, parsed.where(valid), batch_id, days)
         with materialized(_classify(parsed, history, batch_id)) as classified:
             rows_in, n_quarantined, n_duplicates, n_conflicting = _write_classified(
                 classified, settings, writer_id, batch_id
@@ -121,9 +124,10 @@ def refined(
             yield figures, _new_events(classified).select(*SILVER_EVENTS.column_names)
 
 
-def _classify(parsed: DataFrame, history: DataFrame, batch_id: int) -> DataFrame:
+def _classify(parsed: DataFrame, history: DataFrame | None, batch_id: int) -> DataFrame:
     """Every line with ``is_new``, ``is_duplicate`` and ``conflicting``: the first arrival of an id never
-    seen before is new; any other valid line with that id is a duplicate."""
+    seen before is new; any other valid line with that id is a duplicate. ``history`` None: the caller
+    knows every valid line's id is unique in the batch and not stored (no ranking, no join)."""
     valid = F.col("reason").isNull()
     # Quarantined lines ride along (ranked apart from valid ones), so one pass classifies every line.
     by_arrival = Window.partitionBy("event_id", valid).orderBy(*ARRIVAL_ORDER)
@@ -132,13 +136,18 @@ def _classify(parsed: DataFrame, history: DataFrame, batch_id: int) -> DataFrame
             "source_position": source_position(),
             "arrived_at": F.coalesce("kafka_timestamp", "file_modified_at"),
             "silver_batch": F.lit(batch_id).cast("long"),
-            "arrival_rank": F.when(valid, F.row_number().over(by_arrival)),
-            "first_hash_in_batch": F.when(valid, F.first("payload_hash").over(by_arrival)),
+            "arrival_rank": F.when(valid, F.lit(1) if history is None else F.row_number().over(by_arrival)),
+            "first_hash_in_batch": F.when(
+                valid, F.col("payload_hash") if history is None else F.first("payload_hash").over(by_arrival)
+            ),
         }
     )
+    if history is None:
+        ranked = ranked.withColumn("history_hash", F.lit(None).cast("string"))
+    else:
+        ranked = ranked.join(F.broadcast(history), "event_id", "left")
     return (
-        ranked.join(F.broadcast(history), "event_id", "left")
-        .withColumn("is_new", valid & (F.col("arrival_rank") == 1) & F.col("history_hash").isNull())
+        ranked.withColumn("is_new", valid & (F.col("arrival_rank") == 1) & F.col("history_hash").isNull())
         .withColumn("is_duplicate", valid & ~F.col("is_new"))
         .withColumn("first_payload_hash", F.coalesce("history_hash", "first_hash_in_batch"))
         .withColumn(
