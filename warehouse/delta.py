@@ -142,34 +142,27 @@ def _scoped(app_id: str, batch_id: int) -> BatchScope | None:
 
 def committed_since(path: Path, app_id: str, batch_id: int, since: float) -> bool:
     """Whether a commit of the table at ``path`` newer than ``since`` records (app_id, batch_id)."""
-    log = path / "_delta_log"
-    version = latest_version(log)
-    while version >= 0:
-        commit = log / f"{version:020d}.json"
-        try:
-            if commit.stat().st_mtime < since - _CLOCK_SLACK_SECONDS:
-                return False
-            text = commit.read_text()
-        except FileNotFoundError:  # cleaned up by log retention: far older than any batch in flight
-            return False
-        for line in text.splitlines():
-            if line.startswith('{"commitInfo"'):
-                found = _user_metadata(json.loads(line)["commitInfo"].get("userMetadata"))
-                if found.get("writer") == app_id and found.get("batch") == batch_id:
-                    return True
-        version -= 1
-    return False
+    return committed_version(path, app_id, batch_id, since) is not None
 
 
 def commit_of(path: Path, app_id: str, batch_id: int) -> int | None:
     """The version of the commit of the table at ``path`` that records (app_id, batch_id) in its
     ``userMetadata``, searched from the newest commit back; None when none does."""
+    return committed_version(path, app_id, batch_id)
+
+
+def committed_version(path: Path, app_id: str, batch_id: int, since: float | None = None) -> int | None:
+    """The version of the newest commit of the table at ``path`` recording (app_id, batch_id) in its
+    ``userMetadata``; with ``since`` (epoch seconds), commits older than that are not searched."""
     log = path / "_delta_log"
     version = latest_version(log)
     while version >= 0:
+        commit = log / f"{version:020d}.json"
         try:
-            text = (log / f"{version:020d}.json").read_text()
-        except FileNotFoundError:  # cleaned up by log retention
+            if since is not None and commit.stat().st_mtime < since - _CLOCK_SLACK_SECONDS:
+                return None
+            text = commit.read_text()
+        except FileNotFoundError:  # cleaned up by log retention: far older than any batch in flight
             return None
         for line in text.splitlines():
             if line.startswith('{"commitInfo"'):
@@ -178,6 +171,13 @@ def commit_of(path: Path, app_id: str, batch_id: int) -> int | None:
                     return version
         version -= 1
     return None
+
+
+def scope_since(app_id: str, batch_id: int) -> float | None:
+    """The start of the stream batch (app_id, batch_id) when its writes are scoped (no commit of it is
+    older); None outside its scope."""
+    scope = _scoped(app_id, batch_id)
+    return scope.since if scope else None
 
 
 def latest_version(log: Path) -> int:

@@ -25,7 +25,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from warehouse.catalog import MONEY, user_spend_table
-from warehouse.delta import read_table
+from warehouse.delta import as_of
 from warehouse.settings import Settings
 
 #: The cause of an on-time firing of a window that did not change (the watermark passed its end).
@@ -40,10 +40,12 @@ def passed_windows(
     after: datetime | None,
     now: datetime,
     gold_batch: int | None,
+    version: int | None = None,
 ) -> DataFrame:
-    """Stored windows whose end the watermark passed between ``before`` and ``after`` and that are not
-    among the ``changed`` keys, as unchanged gold.corrections-shaped rows (their on-time firings)."""
-    rows = read_table(spark, settings, user_spend_table(settings))
+    """Stored windows (as of gold's ``version``; None: the newest) whose end the watermark passed between
+    ``before`` and ``after`` and that are not among the ``changed`` keys, as unchanged
+    gold.corrections-shaped rows (their on-time firings)."""
+    rows = as_of(spark, settings, user_spend_table(settings), version)
     if after is None or after == before:
         return _as_unchanged(rows.limit(0), settings, now, gold_batch)
     rows = rows.where(F.col("window_end") <= F.lit(after))

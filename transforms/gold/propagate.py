@@ -66,6 +66,8 @@ class GoldChange:
     #: when they did not change; without ``include_passed`` only the changed windows fire.
     include_passed: bool = False
     fired_since: datetime | None = None
+    #: The tumbling table's version the change's old values were read from (None: the newest).
+    gold_version: int | None = None
 
 
 @dataclass(frozen=True)
@@ -80,7 +82,9 @@ class Derived:
 def passed(spark: SparkSession, settings: Settings, change: GoldChange) -> DataFrame:
     """Stored windows the change did not write whose end the watermark passed: their on-time firings."""
     since = change.fired_since if change.fired_since is not None else change.before
-    return passed_windows(spark, settings, change.changed, since, change.after, change.now, change.gold_batch)
+    return passed_windows(
+        spark, settings, change.changed, since, change.after, change.now, change.gold_batch, change.gold_version
+    )
 
 
 def firings(spark: SparkSession, settings: Settings, change: GoldChange) -> list[tuple[DataFrame, Table]]:

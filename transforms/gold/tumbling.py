@@ -8,6 +8,7 @@ log every change of an existing row in ``gold.corrections``).
 
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
+from functools import partial
 
 from delta.tables import DeltaTable
 from pyspark.sql import DataFrame, SparkSession
@@ -28,7 +29,18 @@ from transforms.gold.watermarks import (
 )
 from transforms.latency import arrival_figures, arrival_quantiles
 from warehouse.catalog import GOLD_CORRECTIONS, MONEY, OPS_WATERMARKS, SILVER_LATE_EVENTS, Table, user_spend_table
-from warehouse.delta import already_written, append_all_once, materialized, merge_once, read_table
+from warehouse.delta import (
+    already_written,
+    append_all_once,
+    append_once,
+    as_of,
+    committed_version,
+    materialized,
+    merge_once,
+    read_table,
+    scope_since,
+    side_by_side,
+)
 from warehouse.settings import Settings
 
 
@@ -141,32 +153,47 @@ def update_windows(
             rows_in,
             (first_silver, last_silver),
         )
-        with materialized(_window_changes(spark, settings, gold, on_time, before, after, now, batch_id)) as changes:
+        # A re-run whose MERGE committed reads gold as it stood just before that MERGE, as the first attempt
+        # did: the gold lock keeps every other writer of the table out from the read until the MERGE.
+        merged_at = committed_version(gold.path(settings), writer_id, batch_id, scope_since(writer_id, batch_id))
+        read_at = None if merged_at is None else merged_at - 1
+        with materialized(
+            _window_changes(spark, settings, gold, on_time, before, after, now, batch_id, read_at)
+        ) as changes:
             n_changed, n_revised = changes.agg(F.count("*"), F.count(F.col("old_revision"))).first()
             # The derived windows (hopping, sessions, global) follow on their own stream, which reads this
             # batch's ops.watermarks row (``transforms.gold.derived``); only the firings go with the change.
             change = GoldChange(
                 before.watermark, after.watermark, now, writer_id, batch_id, "stream_update",
                 changed=correction_rows(changes, gold), gold_batch=batch_id, include_passed=True,
+                gold_version=read_at,
             )  # fmt: skip
-            writes = [(recorded_mark, OPS_WATERMARKS)]
+            writes = []
             if n_late:
                 writes.append((late_rows, SILVER_LATE_EVENTS))
-            if n_changed and not already_written(settings, gold, writer_id, batch_id):
-                # Logged before the MERGE, and only while it has not committed: a re-run after it would read
-                # the batch's own rows as old values (an empty log commits nothing, so it cannot be the marker).
+            if n_changed:
                 writes.append((_corrections(changes, gold), GOLD_CORRECTIONS))
                 writes.extend(firings(spark, settings, change))
-            append_all_once(writes, settings, writer_id, batch_id)
-            if n_changed:
-                merge_once(
-                    spark,
-                    writer_id,
-                    batch_id,
-                    lambda: _merge_into_gold(spark, settings, gold, changes, open_since(settings, before)),
-                    consumption_metadata(writer_id, batch_id, silver_version),
-                    target=gold.path(settings),
-                )
+            appends = [partial(append_once, df, settings, table, writer_id, batch_id) for df, table in writes]
+            merge = partial(
+                merge_once,
+                spark,
+                writer_id,
+                batch_id,
+                lambda: _merge_into_gold(spark, settings, gold, changes, open_since(settings, before)),
+                consumption_metadata(writer_id, batch_id, silver_version),
+                target=gold.path(settings),
+            )
+            if scope_since(writer_id, batch_id) is not None:
+                # In a stream batch, the logs and the MERGE side by side, each exactly once on its own (the
+                # appends name their commit's metadata, over the session setting that carries the MERGE's).
+                side_by_side(*appends, *([merge] if n_changed else []))
+            else:
+                side_by_side(*appends)
+                if n_changed:
+                    merge()
+        # Last: the derived windows' stream reads gold for the batch this row names.
+        append_once(recorded_mark, settings, OPS_WATERMARKS, writer_id, batch_id)
         RECORDED[writer_id] = (batch_id, after)
     finally:
         windowed.unpersist()
@@ -270,9 +297,11 @@ def _window_changes(
     before: Watermark,
     after: Watermark,
     now: datetime,
-    batch_id: int,
+    batch_id: int | None,
+    version: int | None = None,
 ) -> DataFrame:
-    """One row per gold key this batch changes: the batch's sums, the row's old values, the new state."""
+    """One row per gold key this batch changes: the batch's sums, the row's old values (gold as of
+    ``version``; None: the newest), the new state."""
     keys = ["user_id", "window_start", "window_end"]
     behind = F.col("event_time") < F.lit(before.watermark) if before.watermark else F.lit(False)
     sums = on_time.groupBy(*keys).agg(
@@ -280,7 +309,7 @@ def _window_changes(
         F.count("*").alias("delta_count"),
         F.max(behind).alias("behind_watermark"),
     )
-    current = read_table(spark, settings, gold)
+    current = as_of(spark, settings, gold, version)
     since = open_since(settings, before)
     if since is not None:
         current = current.where(F.col("window_start") >= F.lit(since))
