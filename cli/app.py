@@ -216,7 +216,7 @@ def run(
             reports = run_once(spark, settings, source)
     else:
         console.print(
-            f"running continuously from {source} (bronze, silver, gold in back-to-back cycles; idle checks every "
+            f"running continuously from {source} (bronze, silver, gold in one micro-batch, a trigger every "
             f"{settings.streams.trigger_interval_seconds}s); Ctrl-C or SIGTERM stops cleanly"
         )
         reports = run_continuous(

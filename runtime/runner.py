@@ -315,7 +315,7 @@ def run_continuous(
     on_notice: Callable[[str], None] | None = None,
 ) -> list[StageReport]:
     """Run the pipeline until ``stop`` is set or a signal comes: the critical path (bronze, silver, the
-    tumbling table) in back-to-back cycles, and beside it, in a thread of its own, the followers (fraud
+    tumbling table) in one query that keeps running, and beside it, in a thread of its own, the followers (fraud
     alerts, the derived windows, the join, distinct URLs) in cycles of their own.
 
     The source stream's query runs for the whole run (a trigger every ``trigger_interval_seconds``, no
