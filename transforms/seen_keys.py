@@ -15,6 +15,7 @@ used. Time semantics: none; this is about arrival history, not event time.
 
 from dataclasses import dataclass, field
 
+import deltalake
 import numpy as np
 import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession
@@ -54,12 +55,17 @@ class SeenKeys:
         if version < 0:
             self.usable = True
             return
-        stored = as_of(spark, settings, SILVER_EVENTS, version).select(
-            "event_key", F.unix_date("event_date").alias("day")
+        # The size from the log's file statistics (no Spark job); files without them are not counted on.
+        records = (
+            deltalake.DeltaTable(str(SILVER_EVENTS.path(settings)), version=version)
+            .get_add_actions(flatten=True)
+            .column("num_records")
+            .to_pylist()
         )
-        if stored.count() > MAX_INDEXED_EVENTS:
+        if any(n is None for n in records) or sum(records) > MAX_INDEXED_EVENTS:
             return
-        pairs = stored.toArrow()
+        stored = as_of(spark, settings, SILVER_EVENTS, version)
+        pairs = stored.select("event_key", F.unix_date("event_date").alias("day")).toArrow()
         if pairs.num_rows and pc.any(pc.is_null(pairs.column("event_key"))).as_py():
             return  # rows written before the key column existed (an upgraded home): Spark hashes them
         self._add(pairs.column("event_key").to_numpy(), pairs.column("day").to_numpy())

@@ -104,7 +104,7 @@ def refined(
     valid = F.col("reason").isNull()
     with materialized(parse_events(bronze, settings.streams.max_line_bytes)) as parsed:
         keys = batch_keys(parsed.where(valid), event_key()) if seen and seen.current(spark, settings) else None
-        days = seen.found(keys[0])[1] if seen and keys is not None else None
+        days = seen.found(keys[0])[1] if keys is not None else None
         # Keys all distinct and none stored: every valid line is the first arrival of its id.
         unseen = days == [] and len(np.unique(keys[0])) == len(keys[0])
         history = None if unseen else history_of(spark, settings, parsed.where(valid), batch_id, days)
@@ -112,7 +112,7 @@ def refined(
             rows_in, n_quarantined, n_duplicates, n_conflicting = _write_classified(
                 classified, settings, writer_id, batch_id
             )
-            if seen and keys is not None:
+            if keys is not None:
                 seen.add(*keys, latest_version(SILVER_EVENTS.path(settings) / "_delta_log"))
             figures = {
                 "rows_in": rows_in,
