@@ -27,7 +27,7 @@ from pyspark.sql.streaming import StreamingQueryListener
 
 from runtime.checkpoints import read_before_version, source_log
 from warehouse.catalog import OPS_STREAM_PROGRESS
-from warehouse.delta import is_delta_table, latest_version
+from warehouse.delta import append_rows, is_delta_table, latest_version
 from warehouse.locks import lock_holder
 from warehouse.settings import Settings
 
@@ -160,22 +160,18 @@ class ProgressRecorder(StreamingQueryListener):
                 return
             time.sleep(0.05)
 
-    def flush_if_due(self, spark: SparkSession) -> None:
+    def flush_if_due(self) -> None:
         if time.monotonic() - self._last_flush >= self.flush_seconds:
-            self.flush(spark)
+            self.flush()
 
-    def flush(self, spark: SparkSession) -> int:
+    def flush(self) -> int:
         """Append the rows collected so far to ops.stream_progress in one commit; returns how many."""
         with self._lock:
             rows, self._rows = self._rows, []
         self._last_flush = time.monotonic()
         if not rows or not is_delta_table(OPS_STREAM_PROGRESS.path(self.settings)):
             return 0
-        frame = spark.createDataFrame(
-            [tuple(row[name] for name in OPS_STREAM_PROGRESS.column_names) for row in rows],
-            OPS_STREAM_PROGRESS.schema,
-        )
-        frame.write.format("delta").mode("append").save(str(OPS_STREAM_PROGRESS.path(self.settings)))
+        append_rows(rows, self.settings, OPS_STREAM_PROGRESS)
         return len(rows)
 
 

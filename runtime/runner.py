@@ -183,7 +183,7 @@ def flush_progress(spark: SparkSession, settings: Settings, done: Sequence[Stage
     """Wait for Spark to report the finished stages' last batches, then append the progress rows."""
     recorder = recorder_for(spark, settings)
     recorder.await_reported({stage.name for stage in done})
-    recorder.flush(spark)
+    recorder.flush()
 
 
 def run_once(spark: SparkSession, settings: Settings, source: str = "landing") -> list[StageReport]:
@@ -396,7 +396,7 @@ def run_continuous(
                                 on_progress(_with_idle(list(reports.values()), idle_report))
                         finally:
                             critical.batch_lock.release()
-                    recorder.flush_if_due(spark)
+                    recorder.flush_if_due()
                     stop.wait(_LOOK_SECONDS)
             finally:
                 stop.set()
@@ -406,7 +406,7 @@ def run_continuous(
         if failures:
             raise failures[0]
     finally:
-        recorder.flush(spark)
+        recorder.flush()
         for signum, handler in previous.items():
             signal.signal(signum, handler)
     return [*older, *_with_idle(list(reports.values()), idle_report)]

@@ -18,6 +18,7 @@ from transforms.gold import tumbling
 from transforms.gold.derived import derive_windows
 from transforms.gold.tumbling import update_windows
 from transforms.silver import refine_events
+from warehouse import delta
 from warehouse.catalog import (
     BRONZE_EVENTS,
     GOLD_CORRECTIONS,
@@ -121,14 +122,24 @@ def in_batch(batch_id: int, since: float, step: Callable[[], dict[str, float]]) 
     return run
 
 
-def crash(*_: object) -> None:
+def crash(*_: object, **__: object) -> None:
     raise RuntimeError("killed")
 
 
 @pytest.mark.gold_outputs("all")
+@pytest.mark.parametrize("writes", ["delta-rs", "spark"])
 def test_batch_rerun_after_crash_writes_nothing_twice(
-    spark: SparkSession, settings: Settings, monkeypatch: pytest.MonkeyPatch
+    spark: SparkSession, settings: Settings, monkeypatch: pytest.MonkeyPatch, writes: str
 ) -> None:
+    # Small writes are committed by delta-rs, large ones by Spark (warehouse.delta.SMALL_WRITE_ROWS): both
+    # ways must be exactly once. "spark" makes every write large.
+    small = -1 if writes == "spark" else delta.SMALL_WRITE_ROWS
+
+    def write_by_the_chosen_way() -> None:
+        monkeypatch.setattr(delta, "SMALL_WRITE_ROWS", small)
+        monkeypatch.setattr(tumbling, "SMALL_WRITE_ROWS", small)
+
+    write_by_the_chosen_way()
     prepare(spark, settings)
     since = time.time()
     batch0 = bronze_batch(
@@ -165,11 +176,12 @@ def test_batch_rerun_after_crash_writes_nothing_twice(
     figures = run_twice(spark, settings, in_batch(1, since, lambda: refine_events(batch1, 1, settings, WRITER)))
     assert (figures["rows_written"], figures["duplicates"], figures["conflicting"]) == (3, 2, 1)
     events1 = silver_batch(spark, settings, 1)
-    # Killed after the batch's appends (late event, corrections, watermark) committed, before its MERGE.
-    monkeypatch.setattr(tumbling, "_merge_into_gold", crash)
+    # Killed after the batch's appends (late event, corrections) committed, before its MERGE.
+    monkeypatch.setattr(tumbling, "merge_rows_once" if writes == "delta-rs" else "merge_once", crash)
     with pytest.raises(RuntimeError, match="killed"):
         in_batch(1, since, lambda: update_windows(events1, 1, settings, WRITER, QUERY))()
     monkeypatch.undo()
+    write_by_the_chosen_way()
     run_twice(spark, settings, in_batch(1, since, lambda: update_windows(events1, 1, settings, WRITER, QUERY)))
 
     # The derived windows follow on their own stream over ops.watermarks, one batch per window batch here;
@@ -185,6 +197,7 @@ def test_batch_rerun_after_crash_writes_nothing_twice(
             with pytest.raises(RuntimeError, match="killed"):
                 step()
             monkeypatch.undo()
+            write_by_the_chosen_way()
         run_twice(spark, settings, step)
 
     counts = {t.name: rows_of(spark, settings, t) for t in all_tables(settings)}

@@ -6,6 +6,7 @@ One micro-batch of new silver events goes through the seeds' steps:
 log every change of an existing row in ``gold.corrections``).
 """
 
+from collections.abc import Callable
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from functools import partial
@@ -30,13 +31,15 @@ from transforms.gold.watermarks import (
 from transforms.latency import arrival_figures, arrival_quantiles
 from warehouse.catalog import GOLD_CORRECTIONS, MONEY, OPS_WATERMARKS, SILVER_LATE_EVENTS, Table, user_spend_table
 from warehouse.delta import (
+    SMALL_WRITE_ROWS,
     already_written,
-    append_all_once,
     append_once,
+    append_rows_once,
     as_of,
     committed_version,
     materialized,
     merge_once,
+    merge_rows_once,
     read_table,
     scope_since,
     side_by_side,
@@ -141,7 +144,6 @@ def update_windows(
             F.lit(batch_id).cast("long").alias("gold_batch"),
         )
         recorded_mark = mark_row(
-            spark,
             query_name,
             writer_id,
             batch_id,
@@ -175,15 +177,10 @@ def update_windows(
                 writes.append((_corrections(changes, gold), GOLD_CORRECTIONS))
                 writes.extend(firings(spark, settings, change))
             appends = [partial(append_once, df, settings, table, writer_id, batch_id) for df, table in writes]
-            merge = partial(
-                merge_once,
-                spark,
-                writer_id,
-                batch_id,
-                lambda: _merge_into_gold(spark, settings, gold, changes, open_since(settings, before)),
+            merge = _gold_merge(
+                settings, gold, changes, n_changed, open_since(settings, before), writer_id, batch_id,
                 consumption_metadata(writer_id, batch_id, silver_version),
-                target=gold.path(settings),
-            )
+            )  # fmt: skip
             if scope_since(writer_id, batch_id) is not None:
                 # In a stream batch, the logs and the MERGE side by side, each exactly once on its own (the
                 # appends name their commit's metadata, over the session setting that carries the MERGE's).
@@ -193,7 +190,7 @@ def update_windows(
                 if n_changed:
                     merge()
         # Last: the derived windows' stream reads gold for the batch this row names.
-        append_once(recorded_mark, settings, OPS_WATERMARKS, writer_id, batch_id)
+        append_rows_once([recorded_mark], settings, OPS_WATERMARKS, writer_id, batch_id)
         RECORDED[writer_id] = (batch_id, after)
     finally:
         windowed.unpersist()
@@ -262,21 +259,14 @@ def advance_idle(
                 writes.append((_corrections(changes, gold), GOLD_CORRECTIONS))
             if closed or n_passed:
                 writes.extend(firings(spark, settings, change))
+            appends = [partial(append_once, df, settings, table, app_id, version) for df, table in writes]
             if target > current:
-                row = mark_row(spark, query_name, writer_id, batch_id, after, now, "idle", None, None, 0)
-                writes.append((row, OPS_WATERMARKS))
-            append_all_once(writes, settings, app_id, version)
+                row = mark_row(query_name, writer_id, batch_id, after, now, "idle", None, None, 0)
+                appends.append(partial(append_rows_once, [row], settings, OPS_WATERMARKS, app_id, version))
+            side_by_side(*appends)
             if closed:
-                merge_once(
-                    spark,
-                    app_id,
-                    version,
-                    lambda changes=changes: _merge_into_gold(
-                        spark, settings, gold, changes, open_since(settings, left)
-                    ),
-                    {"writer": app_id, "batch": version, "advanced_by": "idle"},
-                    target=gold.path(settings),
-                )
+                metadata = {"writer": app_id, "batch": version, "advanced_by": "idle"}
+                _gold_merge(settings, gold, changes, closed, open_since(settings, left), app_id, version, metadata)()
         RECORDED[writer_id] = (batch_id, after)
         return {
             "watermark": target.timestamp(),
@@ -366,38 +356,67 @@ def _corrections(changes: DataFrame, gold: Table) -> DataFrame:
     return correction_rows(changes.where(F.col("old_revision").isNotNull()), gold)
 
 
-def _merge_into_gold(
-    spark: SparkSession, settings: Settings, gold: Table, changes: DataFrame, since: datetime | None
-) -> None:
-    # Increments, not the pre-read totals: a reconcile committed between the read and this MERGE is kept.
-    condition = F.expr("t.user_id = s.user_id AND t.window_start = s.window_start")
+#: How a change row (``s``) revises its gold row (``t``), in SQL both Spark and delta-rs run. Increments, not
+#: the pre-read totals: a reconcile committed between the read and the MERGE is kept.
+_GOLD_UPDATES = {
+    "total_amount": "CAST(t.total_amount + s.delta_amount AS DECIMAL(18,2))",
+    "event_count": "t.event_count + s.delta_count",
+    "revision": "t.revision + 1",
+    "is_final": "t.is_final OR s.new_is_final",
+    "updated_at": "s.updated_at",
+}
+_GOLD_INSERTS = {
+    "user_id": "s.user_id",
+    "window_start": "s.window_start",
+    "window_end": "s.window_end",
+    "total_amount": "s.delta_amount",
+    "event_count": "s.delta_count",
+    "revision": "1",
+    "is_final": "s.new_is_final",
+    "updated_at": "s.updated_at",
+}
+
+
+def _gold_condition(since: datetime | None) -> str:
+    condition = "t.user_id = s.user_id AND t.window_start = s.window_start"
     if since is not None:
         # Lets Delta skip every gold file of closed windows (no changed row can be there; see open_since).
-        condition = condition & (F.col("t.window_start") >= F.lit(since))
-    (
-        DeltaTable.forPath(spark, str(gold.path(settings)))
-        .alias("t")
-        .merge(changes.alias("s"), condition)
-        .whenMatchedUpdate(
-            set={
-                "total_amount": "CAST(t.total_amount + s.delta_amount AS DECIMAL(18,2))",
-                "event_count": "t.event_count + s.delta_count",
-                "revision": "t.revision + 1",
-                "is_final": "t.is_final OR s.new_is_final",
-                "updated_at": "s.updated_at",
-            }
+        condition += f" AND t.window_start >= TIMESTAMP '{since.astimezone(UTC).isoformat()}'"
+    return condition
+
+
+def _gold_merge(
+    settings: Settings,
+    gold: Table,
+    changes: DataFrame,
+    n_changed: int,
+    since: datetime | None,
+    app_id: str,
+    version: int,
+    metadata: dict,
+) -> Callable[[], None]:
+    """The MERGE of ``changes`` into gold, exactly once for (app_id, version): a batch's few thousand
+    changed windows by delta-rs (milliseconds), a backlog's by Spark."""
+    path = gold.path(settings)
+    if n_changed <= SMALL_WRITE_ROWS:
+        source = changes.select(*_MERGE_SOURCE).toArrow()
+        condition = _gold_condition(since)
+        return partial(
+            merge_rows_once, source, path, app_id, version, condition, _GOLD_UPDATES, _GOLD_INSERTS, metadata
         )
-        .whenNotMatchedInsert(
-            values={
-                "user_id": "s.user_id",
-                "window_start": "s.window_start",
-                "window_end": "s.window_end",
-                "total_amount": "s.delta_amount",
-                "event_count": "s.delta_count",
-                "revision": "1",
-                "is_final": "s.new_is_final",
-                "updated_at": "s.updated_at",
-            }
+    spark = changes.sparkSession
+
+    def merge() -> None:
+        (
+            DeltaTable.forPath(spark, str(path))
+            .alias("t")
+            .merge(changes.alias("s"), _gold_condition(since))
+            .whenMatchedUpdate(set=_GOLD_UPDATES)
+            .whenNotMatchedInsert(values=_GOLD_INSERTS)
+            .execute()
         )
-        .execute()
-    )
+
+    return partial(merge_once, spark, app_id, version, merge, metadata, target=path)
+
+
+_MERGE_SOURCE = ("user_id", "window_start", "window_end", "delta_amount", "delta_count", "new_is_final", "updated_at")

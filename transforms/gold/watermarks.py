@@ -9,8 +9,9 @@ re-run after a crash, reconciliation and replay read it from there.
 
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from warehouse.catalog import OPS_WATERMARKS
@@ -139,7 +140,6 @@ def observed_lag(settings: Settings, before: Watermark) -> F.Column:
 
 
 def mark_row(
-    spark: SparkSession,
     query_name: str,
     writer_id: str,
     batch_id: int,
@@ -150,7 +150,7 @@ def mark_row(
     lag: float | None,
     events: int,
     silver_batches: tuple[int | None, int | None] = (None, None),
-) -> DataFrame:
+) -> dict[str, Any]:
     """The ops.watermarks row of one batch or idle advance; ``silver_batches``: the first and last silver
     batch whose events it folded (what the derived windows stream reads back)."""
     behind = (now - mark.watermark).total_seconds() if mark.watermark else None
@@ -168,4 +168,4 @@ def mark_row(
         events,
         *silver_batches,
     )
-    return spark.createDataFrame([row], OPS_WATERMARKS.schema)
+    return dict(zip(OPS_WATERMARKS.column_names, row, strict=True))
