@@ -14,7 +14,6 @@ from runtime.runner import prepare
 from tests.reference import hopping_totals
 from transforms import reconcile
 from transforms.gold import sessions as session_windows
-from transforms.gold import tumbling
 from transforms.gold.derived import derive_windows
 from transforms.gold.tumbling import update_windows
 from transforms.silver import refine_events
@@ -137,7 +136,6 @@ def test_batch_rerun_after_crash_writes_nothing_twice(
 
     def write_by_the_chosen_way() -> None:
         monkeypatch.setattr(delta, "SMALL_WRITE_ROWS", small)
-        monkeypatch.setattr(tumbling, "SMALL_WRITE_ROWS", small)
 
     write_by_the_chosen_way()
     prepare(spark, settings)
@@ -177,7 +175,7 @@ def test_batch_rerun_after_crash_writes_nothing_twice(
     assert (figures["rows_written"], figures["duplicates"], figures["conflicting"]) == (3, 2, 1)
     events1 = silver_batch(spark, settings, 1)
     # Killed after the batch's appends (late event, corrections) committed, before its MERGE.
-    monkeypatch.setattr(tumbling, "merge_rows_once" if writes == "delta-rs" else "merge_once", crash)
+    monkeypatch.setattr(delta, "merge_rows_once" if writes == "delta-rs" else "merge_once", crash)
     with pytest.raises(RuntimeError, match="killed"):
         in_batch(1, since, lambda: update_windows(events1, 1, settings, WRITER, QUERY))()
     monkeypatch.undo()
@@ -193,7 +191,7 @@ def test_batch_rerun_after_crash_writes_nothing_twice(
             derived_batch, since, lambda rows=rows, b=derived_batch: derive_windows(rows, b, settings, DERIVED, QUERY)
         )
         if derived_batch == 1:
-            monkeypatch.setattr(session_windows, "_merge", crash)
+            monkeypatch.setattr(session_windows, "merge_changes_once", crash)
             with pytest.raises(RuntimeError, match="killed"):
                 step()
             monkeypatch.undo()

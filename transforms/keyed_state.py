@@ -37,7 +37,6 @@ from datetime import UTC, datetime, timedelta
 from decimal import ROUND_HALF_EVEN, Decimal
 from typing import Any
 
-from delta.tables import DeltaTable
 from pyspark.sql import DataFrame, Row, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql.streaming.stateful_processor import (
@@ -49,7 +48,7 @@ from pyspark.sql.streaming.stateful_processor import (
 from pyspark.sql.types import LongType, StructField, StructType
 
 from warehouse.catalog import GOLD_FRAUD_ALERTS, GOLD_UNIQUE_URLS
-from warehouse.delta import append_once, materialized, merge_once
+from warehouse.delta import MergeSpec, append_once, materialized, merge_changes_once
 from warehouse.settings import Settings
 
 #: A URL counts for 24 hours of event time after its last click.
@@ -228,7 +227,6 @@ def distinct_url_counts(events: DataFrame, settings: Settings) -> DataFrame:
 
 def write_unique_urls(changes: DataFrame, batch_id: int, settings: Settings, writer_id: str) -> dict[str, float]:
     """MERGE one micro-batch of count changes into ``gold.unique_urls`` (each user's newest), exactly once."""
-    spark = changes.sparkSession
     # Materialized even when empty: the stateful operator only runs (fires timers, commits its state
     # version) when the batch is computed, and it must be computed once (a second run repeats the work).
     with materialized(changes) as rows:
@@ -238,25 +236,22 @@ def write_unique_urls(changes: DataFrame, batch_id: int, settings: Settings, wri
             F.count("*"), F.count_distinct("user_id"), F.count_if(F.col("urls_in_state") == 0)
         ).first()
         if users:
-            merge_once(
-                spark,
+            merge_changes_once(
+                latest.select(*GOLD_UNIQUE_URLS.column_names),
+                GOLD_UNIQUE_URLS.path(settings),
                 writer_id,
                 batch_id,
-                lambda: _merge_counts(spark, settings, latest.select(*GOLD_UNIQUE_URLS.column_names)),
-                target=GOLD_UNIQUE_URLS.path(settings),
+                _COUNTS,
             )
     return {"rows_written": users, "count_changes": emitted, "users_expired": expired}
 
 
-def _merge_counts(spark: SparkSession, settings: Settings, latest: DataFrame) -> None:
-    (
-        DeltaTable.forPath(spark, str(GOLD_UNIQUE_URLS.path(settings)))
-        .alias("t")
-        .merge(latest.alias("s"), "t.user_id = s.user_id")
-        .whenMatchedUpdateAll()
-        .whenNotMatchedInsertAll()
-        .execute()
-    )
+#: A user's newest count replaces the stored one.
+_COUNTS = MergeSpec(
+    "t.user_id = s.user_id",
+    update={name: f"s.{name}" for name in GOLD_UNIQUE_URLS.column_names if name != "user_id"},
+    insert={name: f"s.{name}" for name in GOLD_UNIQUE_URLS.column_names},
+)
 
 
 # --- fraud alerts ------------------------------------------------------------------------------------

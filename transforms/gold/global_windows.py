@@ -11,12 +11,11 @@ Written as values computed under the gold lock (a MERGE exactly once per batch).
 
 from datetime import datetime
 
-from delta.tables import DeltaTable
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from warehouse.catalog import MONEY, user_spend_global_table
-from warehouse.delta import already_written, materialized, merge_once, read_table
+from warehouse.delta import MergeSpec, already_written, materialized, merge_changes_once, read_table
 from warehouse.settings import Settings
 
 
@@ -85,24 +84,16 @@ def update_global_windows(
         fired = rows.agg(F.sum("new_firings")).first()[0]
         if fired is None:
             return 0
-        merge_once(
-            spark,
-            app_id,
-            batch_id,
-            lambda: _merge(spark, settings, rows),
-            {"writer": app_id, "batch": batch_id},
-            target=table.path(settings),
+        merge_changes_once(
+            rows, table.path(settings), app_id, batch_id, _spec(settings), {"writer": app_id, "batch": batch_id}
         )
     return int(fired)
 
 
-def _merge(spark: SparkSession, settings: Settings, rows: DataFrame) -> None:
-    columns = [c for c in user_spend_global_table(settings).column_names]
-    (
-        DeltaTable.forPath(spark, str(user_spend_global_table(settings).path(settings)))
-        .alias("t")
-        .merge(rows.alias("s"), "t.user_id = s.user_id")
-        .whenMatchedUpdate(set={c: f"s.{c}" for c in columns if c != "user_id"})
-        .whenNotMatchedInsert(values={c: f"s.{c}" for c in columns})
-        .execute()
+def _spec(settings: Settings) -> MergeSpec:
+    columns = user_spend_global_table(settings).column_names
+    return MergeSpec(
+        "t.user_id = s.user_id",
+        update={c: f"s.{c}" for c in columns if c != "user_id"},
+        insert={c: f"s.{c}" for c in columns},
     )

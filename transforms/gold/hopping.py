@@ -13,13 +13,12 @@ recomputed from the panes (never increments), so a re-run writes the same thing.
 
 from datetime import datetime, timedelta
 
-from delta.tables import DeltaTable
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from transforms.gold.corrections import correction_rows
 from warehouse.catalog import GOLD_CORRECTIONS, MONEY, hopping_spend_table, user_spend_table
-from warehouse.delta import already_written, append_once, materialized, merge_once, read_table
+from warehouse.delta import MergeSpec, already_written, append_once, materialized, merge_changes_once, read_table
 from warehouse.settings import Settings
 
 KEY = ["user_id", "window_start"]
@@ -143,45 +142,32 @@ def roll_up(
 
             logged = correction_rows(changes.where("existed"), hopping)
             append_once(logged, settings, GOLD_CORRECTIONS, app_id, batch_id)
-            merge_once(
-                spark,
-                app_id,
-                batch_id,
-                lambda: _merge(spark, settings, changes, since),
-                {"writer": app_id, "batch": batch_id},
-                target=hopping.path(settings),
+            merge_changes_once(
+                changes, hopping.path(settings), app_id, batch_id, _spec(since), {"writer": app_id, "batch": batch_id}
             )
     return changed
 
 
-def _merge(spark: SparkSession, settings: Settings, changes: DataFrame, since: datetime) -> None:
+def _spec(since: datetime) -> MergeSpec:
     # Values, not increments: they were recomputed from the panes under the gold lock.
-    condition = f"t.user_id = s.user_id AND t.window_start = s.window_start AND t.window_start >= TIMESTAMP '{since}'"
-    (
-        DeltaTable.forPath(spark, str(hopping_spend_table(settings).path(settings)))
-        .alias("t")
-        .merge(changes.alias("s"), condition)
-        .whenMatchedDelete(condition="s.new_event_count = 0")
-        .whenMatchedUpdate(
-            set={
-                "total_amount": "s.new_total_amount",
-                "event_count": "s.new_event_count",
-                "revision": "t.revision + 1",
-                "is_final": "s.new_is_final",
-                "updated_at": "s.updated_at",
-            }
-        )
-        .whenNotMatchedInsert(
-            values={
-                "user_id": "s.user_id",
-                "window_start": "s.window_start",
-                "window_end": "s.window_end",
-                "total_amount": "s.new_total_amount",
-                "event_count": "s.new_event_count",
-                "revision": "1",
-                "is_final": "s.new_is_final",
-                "updated_at": "s.updated_at",
-            }
-        )
-        .execute()
+    return MergeSpec(
+        f"t.user_id = s.user_id AND t.window_start = s.window_start AND t.window_start >= TIMESTAMP '{since}'",
+        delete_when="s.new_event_count = 0",
+        update={
+            "total_amount": "s.new_total_amount",
+            "event_count": "s.new_event_count",
+            "revision": "t.revision + 1",
+            "is_final": "s.new_is_final",
+            "updated_at": "s.updated_at",
+        },
+        insert={
+            "user_id": "s.user_id",
+            "window_start": "s.window_start",
+            "window_end": "s.window_end",
+            "total_amount": "s.new_total_amount",
+            "event_count": "s.new_event_count",
+            "revision": "1",
+            "is_final": "s.new_is_final",
+            "updated_at": "s.updated_at",
+        },
     )

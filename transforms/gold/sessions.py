@@ -20,13 +20,12 @@ users around its event times (plus the open ones the watermark closes).
 
 from datetime import datetime, timedelta
 
-from delta.tables import DeltaTable
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from transforms.gold.corrections import correction_rows
 from warehouse.catalog import GOLD_CORRECTIONS, MONEY, user_sessions_table
-from warehouse.delta import already_written, append_once, materialized, merge_once, read_table
+from warehouse.delta import MergeSpec, already_written, append_once, materialized, merge_changes_once, read_table
 from warehouse.settings import Settings
 
 KEY = ["user_id", "session_start"]
@@ -97,13 +96,8 @@ def update_sessions(
                 {"session_start": "window_start", "session_end": "window_end"}
             )
             append_once(correction_rows(logged, table), settings, GOLD_CORRECTIONS, app_id, batch_id)
-            merge_once(
-                spark,
-                app_id,
-                batch_id,
-                lambda: _merge(spark, settings, changes),
-                {"writer": app_id, "batch": batch_id},
-                target=table.path(settings),
+            merge_changes_once(
+                changes, table.path(settings), app_id, batch_id, _SPEC, {"writer": app_id, "batch": batch_id}
             )
     return changed
 
@@ -217,40 +211,32 @@ def _changes(
     )
 
 
-def _merge(spark: SparkSession, settings: Settings, changes: DataFrame) -> None:
-    # Values, not increments: they were computed from the stored sessions under the gold lock.
-    (
-        DeltaTable.forPath(spark, str(user_sessions_table(settings).path(settings)))
-        .alias("t")
-        .merge(changes.alias("s"), "t.user_id = s.user_id AND t.session_start = s.session_start")
-        .whenMatchedDelete(condition="s.new_event_count = 0")
-        .whenMatchedUpdate(
-            set={
-                "session_end": "s.session_end",
-                "last_event_time": "s.last_event_time",
-                "total_amount": "s.new_total_amount",
-                "event_count": "s.new_event_count",
-                "revision": "s.revision",
-                "is_final": "s.new_is_final",
-                "updated_at": "s.updated_at",
-            }
-        )
-        .whenNotMatchedInsert(
-            condition="s.new_event_count > 0",
-            values={
-                "user_id": "s.user_id",
-                "session_start": "s.session_start",
-                "session_end": "s.session_end",
-                "last_event_time": "s.last_event_time",
-                "total_amount": "s.new_total_amount",
-                "event_count": "s.new_event_count",
-                "revision": "s.revision",
-                "is_final": "s.new_is_final",
-                "updated_at": "s.updated_at",
-            },
-        )
-        .execute()
-    )
+#: Values, not increments: they were computed from the stored sessions under the gold lock.
+_SPEC = MergeSpec(
+    "t.user_id = s.user_id AND t.session_start = s.session_start",
+    delete_when="s.new_event_count = 0",
+    update={
+        "session_end": "s.session_end",
+        "last_event_time": "s.last_event_time",
+        "total_amount": "s.new_total_amount",
+        "event_count": "s.new_event_count",
+        "revision": "s.revision",
+        "is_final": "s.new_is_final",
+        "updated_at": "s.updated_at",
+    },
+    insert_when="s.new_event_count > 0",
+    insert={
+        "user_id": "s.user_id",
+        "session_start": "s.session_start",
+        "session_end": "s.session_end",
+        "last_event_time": "s.last_event_time",
+        "total_amount": "s.new_total_amount",
+        "event_count": "s.new_event_count",
+        "revision": "s.revision",
+        "is_final": "s.new_is_final",
+        "updated_at": "s.updated_at",
+    },
+)
 
 
 def session_gap(settings: Settings) -> timedelta:

@@ -11,7 +11,6 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from functools import partial
 
-from delta.tables import DeltaTable
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -31,15 +30,14 @@ from transforms.gold.watermarks import (
 from transforms.latency import arrival_figures, arrival_quantiles
 from warehouse.catalog import GOLD_CORRECTIONS, MONEY, OPS_WATERMARKS, SILVER_LATE_EVENTS, Table, user_spend_table
 from warehouse.delta import (
-    SMALL_WRITE_ROWS,
+    MergeSpec,
     already_written,
     append_once,
     append_rows_once,
     as_of,
     committed_version,
     materialized,
-    merge_once,
-    merge_rows_once,
+    merge_changes_once,
     read_table,
     scope_since,
     side_by_side,
@@ -178,7 +176,7 @@ def update_windows(
                 writes.extend(firings(spark, settings, change))
             appends = [partial(append_once, df, settings, table, writer_id, batch_id) for df, table in writes]
             merge = _gold_merge(
-                settings, gold, changes, n_changed, open_since(settings, before), writer_id, batch_id,
+                settings, gold, changes, open_since(settings, before), writer_id, batch_id,
                 consumption_metadata(writer_id, batch_id, silver_version),
             )  # fmt: skip
             if scope_since(writer_id, batch_id) is not None:
@@ -266,7 +264,7 @@ def advance_idle(
             side_by_side(*appends)
             if closed:
                 metadata = {"writer": app_id, "batch": version, "advanced_by": "idle"}
-                _gold_merge(settings, gold, changes, closed, open_since(settings, left), app_id, version, metadata)()
+                _gold_merge(settings, gold, changes, open_since(settings, left), app_id, version, metadata)()
         RECORDED[writer_id] = (batch_id, after)
         return {
             "watermark": target.timestamp(),
@@ -356,67 +354,42 @@ def _corrections(changes: DataFrame, gold: Table) -> DataFrame:
     return correction_rows(changes.where(F.col("old_revision").isNotNull()), gold)
 
 
-#: How a change row (``s``) revises its gold row (``t``), in SQL both Spark and delta-rs run. Increments, not
-#: the pre-read totals: a reconcile committed between the read and the MERGE is kept.
-_GOLD_UPDATES = {
-    "total_amount": "CAST(t.total_amount + s.delta_amount AS DECIMAL(18,2))",
-    "event_count": "t.event_count + s.delta_count",
-    "revision": "t.revision + 1",
-    "is_final": "t.is_final OR s.new_is_final",
-    "updated_at": "s.updated_at",
-}
-_GOLD_INSERTS = {
-    "user_id": "s.user_id",
-    "window_start": "s.window_start",
-    "window_end": "s.window_end",
-    "total_amount": "s.delta_amount",
-    "event_count": "s.delta_count",
-    "revision": "1",
-    "is_final": "s.new_is_final",
-    "updated_at": "s.updated_at",
-}
-
-
-def _gold_condition(since: datetime | None) -> str:
-    condition = "t.user_id = s.user_id AND t.window_start = s.window_start"
-    if since is not None:
-        # Lets Delta skip every gold file of closed windows (no changed row can be there; see open_since).
-        condition += f" AND t.window_start >= TIMESTAMP '{since.astimezone(UTC).isoformat()}'"
-    return condition
-
-
 def _gold_merge(
     settings: Settings,
     gold: Table,
     changes: DataFrame,
-    n_changed: int,
     since: datetime | None,
     app_id: str,
     version: int,
     metadata: dict,
 ) -> Callable[[], None]:
-    """The MERGE of ``changes`` into gold, exactly once for (app_id, version): a batch's few thousand
-    changed windows by delta-rs (milliseconds), a backlog's by Spark."""
-    path = gold.path(settings)
-    if n_changed <= SMALL_WRITE_ROWS:
-        source = changes.select(*_MERGE_SOURCE).toArrow()
-        condition = _gold_condition(since)
-        return partial(
-            merge_rows_once, source, path, app_id, version, condition, _GOLD_UPDATES, _GOLD_INSERTS, metadata
-        )
-    spark = changes.sparkSession
-
-    def merge() -> None:
-        (
-            DeltaTable.forPath(spark, str(path))
-            .alias("t")
-            .merge(changes.alias("s"), _gold_condition(since))
-            .whenMatchedUpdate(set=_GOLD_UPDATES)
-            .whenNotMatchedInsert(values=_GOLD_INSERTS)
-            .execute()
-        )
-
-    return partial(merge_once, spark, app_id, version, merge, metadata, target=path)
-
-
-_MERGE_SOURCE = ("user_id", "window_start", "window_end", "delta_amount", "delta_count", "new_is_final", "updated_at")
+    """The MERGE of ``changes`` into gold, exactly once for (app_id, version)."""
+    # Increments, not the pre-read totals: a reconcile committed between the read and this MERGE is kept.
+    on = "t.user_id = s.user_id AND t.window_start = s.window_start"
+    if since is not None:
+        # Lets Delta skip every gold file of closed windows (no changed row can be there; see open_since).
+        on += f" AND t.window_start >= TIMESTAMP '{since.astimezone(UTC).isoformat()}'"
+    spec = MergeSpec(
+        on,
+        update={
+            "total_amount": "CAST(t.total_amount + s.delta_amount AS DECIMAL(18,2))",
+            "event_count": "t.event_count + s.delta_count",
+            "revision": "t.revision + 1",
+            "is_final": "t.is_final OR s.new_is_final",
+            "updated_at": "s.updated_at",
+        },
+        insert={
+            "user_id": "s.user_id",
+            "window_start": "s.window_start",
+            "window_end": "s.window_end",
+            "total_amount": "s.delta_amount",
+            "event_count": "s.delta_count",
+            "revision": "1",
+            "is_final": "s.new_is_final",
+            "updated_at": "s.updated_at",
+        },
+    )
+    source = changes.select(
+        "user_id", "window_start", "window_end", "delta_amount", "delta_count", "new_is_final", "updated_at"
+    )
+    return partial(merge_changes_once, source, gold.path(settings), app_id, version, spec, metadata)
