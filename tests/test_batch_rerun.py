@@ -132,7 +132,7 @@ def test_batch_rerun_after_crash_writes_nothing_twice(
 ) -> None:
     # Small writes are committed by delta-rs, large ones by Spark (warehouse.delta.SMALL_WRITE_ROWS): both
     # ways must be exactly once. "spark" makes every write large.
-    small = -1 if writes == "spark" else delta.SMALL_WRITE_ROWS
+    small = 0 if writes == "spark" else delta.SMALL_WRITE_ROWS
 
     def write_by_the_chosen_way() -> None:
         monkeypatch.setattr(delta, "SMALL_WRITE_ROWS", small)

@@ -53,7 +53,7 @@ def append_lines(stamped: DataFrame, batch_id: int, settings: Settings, writer_i
         F.count("*"), *arrival_quantiles(F.coalesce("kafka_timestamp", "file_modified_at"))
     ).first()
     if rows:
-        append_once(stamped, settings, BRONZE_EVENTS, writer_id, batch_id)
+        append_once(stamped, settings, BRONZE_EVENTS, writer_id, batch_id, rows)
     return {"rows_in": rows, "rows_written": rows, **arrival_figures(quantiles, earliest)}
 
 

@@ -174,10 +174,10 @@ def _write_classified(
     rows_in, n_quarantined, n_duplicates, n_conflicting = (int(v) for v in counts)
     writes = []
     if n_quarantined:
-        writes.append((classified.where(~valid), SILVER_QUARANTINE))
+        writes.append((classified.where(~valid), SILVER_QUARANTINE, n_quarantined))
     if n_duplicates:
-        writes.append((classified.where("is_duplicate"), SILVER_DUPLICATES))
-    if rows_in - n_quarantined - n_duplicates:
-        writes.append((_new_events(classified), SILVER_EVENTS))
+        writes.append((classified.where("is_duplicate"), SILVER_DUPLICATES, n_duplicates))
+    if n_new := rows_in - n_quarantined - n_duplicates:
+        writes.append((_new_events(classified), SILVER_EVENTS, n_new))
     append_all_once(writes, settings, writer_id, batch_id)
     return rows_in, n_quarantined, n_duplicates, n_conflicting

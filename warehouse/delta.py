@@ -10,6 +10,10 @@ never committed. Two ways to know "already committed":
   the check reads only the commits written since the batch could have started (usually none) straight from
   ``_delta_log``. Sound because a stream's checkpoint has one writer (its lock) and no commit of batch N can
   predate the checkpoint's record that batch N-1 finished.
+
+Who commits: Spark computes every result; one that is small (a batch's log rows, its changed windows) is
+collected and committed by delta-rs in milliseconds, a large one by Spark, with the same tags either way
+(``SMALL_WRITE_ROWS``, decision 43).
 """
 
 import contextvars
@@ -215,22 +219,26 @@ def already_written(settings: Settings, table: Table, app_id: str, batch_id: int
     return committed is not None and committed >= batch_id
 
 
-#: Up to this many rows a write is collected to the driver and committed by delta-rs; larger ones by Spark.
+#: Up to this many rows a write is collected to the driver and committed by delta-rs; larger ones by Spark
+#: (0: every write by Spark). Decision 43.
 SMALL_WRITE_ROWS = 20_000
 
 
-def append_once(df: DataFrame, settings: Settings, table: Table, app_id: str, batch_id: int) -> None:
+def append_once(
+    df: DataFrame, settings: Settings, table: Table, app_id: str, batch_id: int, rows: int | None = None
+) -> None:
     """Append ``df`` (projected onto the table's columns) unless this (app_id, batch_id) already committed.
 
     A result of at most ``SMALL_WRITE_ROWS`` rows (a batch's log rows, most micro-batches) is collected and
     committed by delta-rs, in milliseconds where Spark's append costs a job, a snapshot update and a
     checksum (about 0.5 s); a larger one is written by Spark. Either way the commit carries the same tags.
+    ``rows``, when the caller has counted them, spares a large result the collect.
     """
     if already_written(settings, table, app_id, batch_id):
         return
     projected = df.select(*table.column_names)
-    small = projected.limit(SMALL_WRITE_ROWS + 1).toArrow()
-    if small.num_rows <= SMALL_WRITE_ROWS:
+    small = _collected_if_small(projected) if rows is None or rows <= SMALL_WRITE_ROWS else None
+    if small is not None:
         _append_arrow(small, table.path(settings), commit_tags(app_id, batch_id))
         return
     writer = projected.write.format("delta").mode("append")
@@ -239,6 +247,15 @@ def append_once(df: DataFrame, settings: Settings, table: Table, app_id: str, ba
     else:
         writer = writer.option("txnAppId", app_id).option("txnVersion", batch_id)
     writer.save(str(table.path(settings)))
+
+
+def _collected_if_small(df: DataFrame) -> pa.Table | None:
+    """``df`` on the driver when it has at most ``SMALL_WRITE_ROWS`` rows; None when it has more (or the
+    limit is 0 or less: every write by Spark)."""
+    if SMALL_WRITE_ROWS <= 0:
+        return None
+    small = df.limit(SMALL_WRITE_ROWS + 1).toArrow()
+    return small if small.num_rows <= SMALL_WRITE_ROWS else None
 
 
 def commit_tags(app_id: str, batch_id: int, user_metadata: dict[str, Any] | None = None) -> CommitProperties:
@@ -295,8 +312,8 @@ def merge_changes_once(
     20 ms for a few thousand rows, where Spark's MERGE costs two jobs and a commit, 0.9 s on two cores);
     a larger set (a backlog's) by Spark. The commit carries the same tags either way.
     """
-    small = changes.limit(SMALL_WRITE_ROWS + 1).toArrow()
-    if small.num_rows <= SMALL_WRITE_ROWS:
+    small = _collected_if_small(changes)
+    if small is not None:
         merge_rows_once(small, path, app_id, batch_id, spec, user_metadata)
         return
     spark = changes.sparkSession
@@ -381,10 +398,12 @@ def materialized(df: DataFrame) -> Iterator[DataFrame]:
         detached._jdf.queryExecution().analyzed().rdd().unpersist(False)
 
 
-def append_all_once(writes: list[tuple[DataFrame, Table]], settings: Settings, app_id: str, batch_id: int) -> None:
-    """``append_once`` into several tables side by side: each commit's fixed cost (log listing, commit,
-    checksum) is mostly driver time, so a few small appends overlap well even on two cores."""
-    side_by_side(*(partial(append_once, df, settings, table, app_id, batch_id) for df, table in writes))
+def append_all_once(
+    writes: list[tuple[DataFrame, Table, int | None]], settings: Settings, app_id: str, batch_id: int
+) -> None:
+    """``append_once`` of (rows, table, row count if known) into several tables side by side: each commit's
+    fixed cost is mostly driver time, so a few appends overlap well even on two cores."""
+    side_by_side(*(partial(append_once, df, settings, table, app_id, batch_id, rows) for df, table, rows in writes))
 
 
 def side_by_side(*calls: Callable[[], Any]) -> list[Any]:

@@ -170,11 +170,11 @@ def update_windows(
             )  # fmt: skip
             writes = []
             if n_late:
-                writes.append((late_rows, SILVER_LATE_EVENTS))
+                writes.append((late_rows, SILVER_LATE_EVENTS, n_late))
             if n_changed:
-                writes.append((_corrections(changes, gold), GOLD_CORRECTIONS))
-                writes.extend(firings(spark, settings, change))
-            appends = [partial(append_once, df, settings, table, writer_id, batch_id) for df, table in writes]
+                writes.append((_corrections(changes, gold), GOLD_CORRECTIONS, n_revised))
+                writes.extend((df, table, None) for df, table in firings(spark, settings, change))
+            appends = [partial(append_once, df, settings, table, writer_id, batch_id, n) for df, table, n in writes]
             merge = _gold_merge(
                 settings, gold, changes, open_since(settings, before), writer_id, batch_id,
                 consumption_metadata(writer_id, batch_id, silver_version),
