@@ -254,7 +254,14 @@ def _collected_if_small(df: DataFrame) -> pa.Table | None:
     limit is 0 or less: every write by Spark)."""
     if SMALL_WRITE_ROWS <= 0:
         return None
-    small = df.limit(SMALL_WRITE_ROWS + 1).toArrow()
+    try:
+        small = df.limit(SMALL_WRITE_ROWS + 1).toArrow()
+    except Exception as error:
+        # Few rows, but long ones (lines up to LAKEHOUSE_MAX_LINE_BYTES): past spark.driver.maxResultSize the
+        # collect fails cleanly, and Spark writes them, streaming, as it writes a large result.
+        if "maxResultSize" in str(error):
+            return None
+        raise
     return small if small.num_rows <= SMALL_WRITE_ROWS else None
 
 
