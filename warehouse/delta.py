@@ -33,7 +33,7 @@ import deltalake
 import pyarrow as pa
 from delta.tables import DeltaTable
 from deltalake import CommitProperties, Transaction
-from deltalake.exceptions import CommitFailedError
+from deltalake.exceptions import CommitFailedError, TableNotFoundError
 from pyspark.sql import DataFrame, SparkSession
 
 from warehouse.catalog import Table
@@ -211,11 +211,14 @@ def batch_metadata(app_id: str, batch_id: int, extra: dict[str, Any] | None = No
 
 def already_written(settings: Settings, table: Table, app_id: str, batch_id: int) -> bool:
     """Whether (app_id, batch_id) has committed a write to ``table`` (either way of tagging, see above)."""
+    return _committed(table.path(settings), app_id, batch_id)
+
+
+def _committed(path: Path, app_id: str, batch_id: int) -> bool:
     scope = _scoped(app_id, batch_id)
-    path = table.path(settings)
     if scope is not None:
         return is_delta_table(path) and committed_since(path, app_id, batch_id, scope.since)
-    committed = transaction_version(settings, table, app_id)
+    committed = _transaction_version(path, app_id)
     return committed is not None and committed >= batch_id
 
 
@@ -281,15 +284,13 @@ def append_rows_once(
     committed by delta-rs (see ``append_once``)."""
     if already_written(settings, table, app_id, batch_id):
         return
-    path = table.path(settings)
-    _append_arrow(_arrow_rows(rows, path), path, commit_tags(app_id, batch_id))
+    _append_arrow(rows, table.path(settings), commit_tags(app_id, batch_id))
 
 
 def append_rows(rows: Sequence[Mapping[str, Any]], settings: Settings, table: Table) -> None:
     """Append rows made on the driver, by delta-rs, with no exactly-once tag (progress figures)."""
     if rows:
-        path = table.path(settings)
-        _append_arrow(_arrow_rows(rows, path), path, CommitProperties())
+        _append_arrow(rows, table.path(settings), CommitProperties())
 
 
 @dataclass(frozen=True)
@@ -344,17 +345,11 @@ def merge_rows_once(
     user_metadata: dict[str, Any] | None = None,
 ) -> None:
     """MERGE rows already on the driver into the table at ``path`` exactly once, by delta-rs."""
-    scope = _scoped(app_id, batch_id)
 
     def merge_unless_committed() -> None:
         # Checked before every attempt: an attempt that committed and then failed must not run twice.
-        if scope is not None:
-            if committed_since(path, app_id, batch_id, scope.since):
-                return
-        else:
-            committed = deltalake.DeltaTable(str(path)).transaction_version(app_id)
-            if committed is not None and committed >= batch_id:
-                return
+        if _committed(path, app_id, batch_id):
+            return
         builder = deltalake.DeltaTable(str(path)).merge(
             rows,
             spec.on,
@@ -370,19 +365,15 @@ def merge_rows_once(
     retry_conflicts(merge_unless_committed)
 
 
-def _arrow_rows(rows: Sequence[Mapping[str, Any]], path: Path) -> pa.Table:
-    # The table's own schema (the catalog's, with any column a newer version added): timestamps as UTC.
-    return pa.Table.from_pylist([dict(row) for row in rows], schema=_arrow_schema(path))
-
-
-def _arrow_schema(path: Path) -> pa.Schema:
-    return pa.schema(deltalake.DeltaTable(str(path)).schema().to_arrow())
-
-
-def _append_arrow(data: pa.Table, path: Path, tags: CommitProperties) -> None:
-    schema = _arrow_schema(path)
-    # Spark's Arrow types (large strings, nullable fields) cast to the table's exact ones.
-    data = data.select(schema.names).cast(schema)
+def _append_arrow(data: pa.Table | Sequence[Mapping[str, Any]], path: Path, tags: CommitProperties) -> None:
+    """Append Spark's Arrow result, or rows made on the driver, in the table's own schema (the catalog's,
+    with any column a newer version added; timestamps as UTC)."""
+    schema = pa.schema(deltalake.DeltaTable(str(path)).schema().to_arrow())
+    if isinstance(data, pa.Table):
+        # Spark's Arrow types (large strings, nullable fields) cast to the table's exact ones.
+        data = data.select(schema.names).cast(schema)
+    else:
+        data = pa.Table.from_pylist([dict(row) for row in data], schema=schema)
     # Not retried here: delta-rs retries a concurrent append itself, and one that failed after its commit
     # must not be written again.
     deltalake.write_deltalake(str(path), data, mode="append", commit_properties=tags)
@@ -558,10 +549,11 @@ def table_version(spark: SparkSession, settings: Settings, table: Table) -> int 
 
 def transaction_version(settings: Settings, table: Table, app_id: str) -> int | None:
     """The newest transaction version ``app_id`` committed to the table (delta-rs: no Spark job)."""
-    from deltalake import DeltaTable as RustTable
-    from deltalake.exceptions import TableNotFoundError
+    return _transaction_version(table.path(settings), app_id)
 
+
+def _transaction_version(path: Path, app_id: str) -> int | None:
     try:
-        return RustTable(str(table.path(settings))).transaction_version(app_id)
+        return deltalake.DeltaTable(str(path)).transaction_version(app_id)
     except TableNotFoundError:
         return None
