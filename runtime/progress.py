@@ -15,8 +15,9 @@ import json
 import os
 import threading
 import time
+from collections.abc import Callable
 from contextlib import suppress
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -52,6 +53,32 @@ def _source_backlog(sources: list[Any]) -> tuple[int | None, int | None]:
         if "numBytesOutstanding" in metrics:
             bytes_ = (bytes_ or 0) + int(metrics["numBytesOutstanding"])
     return files, bytes_
+
+
+@dataclass
+class StageReport:
+    """Figures of one stream over one run: per-batch figures summed, plus the last batch's watermark."""
+
+    name: str
+    batches: int = 0
+    seconds: float = 0.0
+    slowest_batch_seconds: float = 0.0
+    figures: dict[str, float] = field(default_factory=dict)
+    #: Called after every batch with the report and that batch's figures (progress bars).
+    listener: Callable[["StageReport", dict[str, float]], None] | None = field(default=None, repr=False)
+
+    def add(self, batch_figures: dict[str, float], seconds: float) -> None:
+        self.batches += 1
+        self.seconds += seconds
+        self.slowest_batch_seconds = max(self.slowest_batch_seconds, seconds)
+        for key, value in batch_figures.items():
+            # Levels (where event time or a consumer stands after the batch) keep the last; counts add up.
+            if key.startswith(("watermark", "kafka_lag")):
+                self.figures[key] = value
+            else:
+                self.figures[key] = self.figures.get(key, 0) + value
+        if self.listener:
+            self.listener(self, batch_figures)
 
 
 #: ``ops.stream_progress.run_id`` of a ``run --continuous`` process starts with this.

@@ -46,7 +46,8 @@ from runtime.checkpoints import (
     starting_version_file,
     windows_stage_name,
 )
-from runtime.runner import StageReport, prepare, run_stage_once, swap_marker
+from runtime.progress import StageReport
+from runtime.runner import prepare, run_stage_once, swap_marker
 from runtime.sources.kafka import retention_gaps
 from runtime.stages import keyed_stages, reconcile_stage, source_stage, stage_named, stages
 from transforms.gold.corrections import consumption_metadata, correction_rows

@@ -8,12 +8,17 @@ Each micro-batch is written through ``foreachBatch`` exactly once (commit metada
 ids), so a batch replayed after a crash writes nothing twice.
 """
 
+import json
+import os
+import pickle
 import signal
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from datetime import UTC, date, datetime
 from pathlib import Path
 
@@ -25,6 +30,7 @@ from runtime import checkpoints
 from runtime.carry import carried_writer
 from runtime.checkpoints import checkpoint_dir
 from runtime.progress import (
+    StageReport,
     StreamStatus,
     pending_landing_files,
     pending_source_commits,
@@ -39,34 +45,8 @@ from transforms.reconcile import repair_dates
 from warehouse.catalog import kept_tables
 from warehouse.delta import batch_scope, ensure_tables
 from warehouse.locks import GOLD_LOCK_WAIT_SECONDS, hold_all, hold_gold
-from warehouse.session import CRITICAL_POOL, FOLLOWERS_POOL, use_pool
+from warehouse.session import CRITICAL_POOL, use_pool
 from warehouse.settings import Settings
-
-
-@dataclass
-class StageReport:
-    """Figures of one stream over one run: per-batch figures summed, plus the last batch's watermark."""
-
-    name: str
-    batches: int = 0
-    seconds: float = 0.0
-    slowest_batch_seconds: float = 0.0
-    figures: dict[str, float] = field(default_factory=dict)
-    #: Called after every batch with the report and that batch's figures (progress bars).
-    listener: Callable[["StageReport", dict[str, float]], None] | None = field(default=None, repr=False)
-
-    def add(self, batch_figures: dict[str, float], seconds: float) -> None:
-        self.batches += 1
-        self.seconds += seconds
-        self.slowest_batch_seconds = max(self.slowest_batch_seconds, seconds)
-        for key, value in batch_figures.items():
-            # Levels (where event time or a consumer stands after the batch) keep the last; counts add up.
-            if key.startswith(("watermark", "kafka_lag")):
-                self.figures[key] = value
-            else:
-                self.figures[key] = self.figures.get(key, 0) + value
-        if self.listener:
-            self.listener(self, batch_figures)
 
 
 def pipeline_status(settings: Settings) -> list[StreamStatus]:
@@ -173,7 +153,7 @@ def run_stage_once(
         raise RuntimeError(f"{stage.name} is carried by the source stream's batches; it does not run on its own")
     report = StageReport(stage.name, listener=listener)
     with stage_lock(settings, stage):
-        _drain(spark, settings, stage, report, threading.Event())
+        drain_stage(spark, settings, stage, report, threading.Event())
     if record_progress:
         flush_progress(spark, settings, [stage])
     return report
@@ -315,17 +295,16 @@ def run_continuous(
     on_notice: Callable[[str], None] | None = None,
 ) -> list[StageReport]:
     """Run the pipeline until ``stop`` is set or a signal comes: the critical path (bronze, silver, the
-    tumbling table) in one query that keeps running, and beside it, in a thread of its own, the followers (fraud
-    alerts, the derived windows, the join, distinct URLs) in cycles of their own.
+    tumbling table) in one query that keeps running, and the followers (fraud alerts, the derived windows,
+    the join, distinct URLs) in cycles of their own in a process of their own (``runtime.followers``), at a
+    lower CPU priority.
 
     The source stream's query runs for the whole run (a trigger every ``trigger_interval_seconds``, no
     start per batch), and each of its micro-batches carries a landed line all the way to the tumbling
-    table: none waits for a follower. The critical path's Spark jobs run in the ``critical`` scheduler
-    pool, the followers' in ``followers``, so when both wait for the cores the critical path gets most
-    of them. A follower whose source has nothing new is skipped without starting a query (from its
-    checkpoint and its source's files, no Spark job); an idle follower cycle waits the trigger interval.
-    SIGINT and SIGTERM stop the running queries; a batch cut off mid-way is re-run by the next start and
-    writes nothing twice. A follower's failure stops the whole run.
+    table: none waits for a follower, and the followers take the CPU the critical path leaves. A
+    follower whose source has nothing new is skipped without starting a query (from its checkpoint and
+    its source's files, no Spark job). SIGINT and SIGTERM stop the running queries; a batch cut off
+    mid-way is re-run by the next start and writes nothing twice. A follower's failure stops the whole run.
     """
     prepare(spark, settings)
     older = drain_older_streams(spark, settings)
@@ -335,51 +314,33 @@ def run_continuous(
         for signum in (signal.SIGINT, signal.SIGTERM):
             previous[signum] = signal.signal(signum, lambda *_: stop.set())
     pipeline = stages(settings, source)
-    reports = {stage.name: StageReport(stage.name) for stage in pipeline}
+    report = StageReport(pipeline.source.name)
     idle_report = StageReport(IDLE_ADVANCE)
     next_idle_check = 0.0
     recorder = recorder_for(spark, settings)
     recorder.start_continuous_run()
     notices = _Notices(on_notice)
-    failures: list[BaseException] = []
+    followers: FollowerProcess | None = None
 
-    def cycle(group: Sequence[Stage]) -> bool:
-        worked = False
-        for stage in group:
-            if stop.is_set():
-                break
-            if _has_new_input(settings, stage, notices):
-                worked = True
-                try:
-                    _drain(spark, settings, stage, reports[stage.name], stop)
-                except Exception as error:
-                    # A Kafka batch cut off by a broker outage never committed: the next cycle re-runs it from
-                    # the same offsets once the broker answers. Any other failure stops the run.
-                    if stage.source != "kafka" or _has_new_input(settings, stage, notices, quiet=True):
-                        raise
-                    notices.broker(settings, error)
-        return worked
+    def all_reports() -> list[StageReport]:
+        shown = {stage.name: StageReport(stage.name) for stage in pipeline.followers}
+        shown.update(followers.reports if followers else {})
+        return _with_idle([report, *shown.values()], idle_report)
 
-    def follow() -> None:
-        use_pool(spark, FOLLOWERS_POOL)
-        try:
-            while not stop.is_set():
-                started = time.monotonic()
-                if not cycle(pipeline.followers):
-                    stop.wait(max(0.0, settings.streams.trigger_interval_seconds - (time.monotonic() - started)))
-        except BaseException as error:  # handed to the main thread, which raises it
-            failures.append(error)
-            stop.set()
-
-    follower = threading.Thread(target=follow, name="lakehouse-followers", daemon=True)
-    critical = _SourceQuery(spark, settings, pipeline.source, reports[pipeline.source.name], notices)
+    critical = _SourceQuery(spark, settings, pipeline.source, report, notices)
     try:
-        with _all_locks(settings, source):
+        with hold_all(settings, pipeline.source.lock_names(settings), purpose=CONTINUOUS_RUN):
+            if pipeline.followers:
+                followers = FollowerProcess(settings, source, recorder.run_id)
             use_pool(spark, CRITICAL_POOL)
-            follower.start()
             try:
                 while not stop.is_set():
                     critical.keep_running()
+                    failure = followers.failure() if followers else None
+                    if failure:
+                        raise RuntimeError(failure)
+                    if followers and followers.stopped():
+                        break  # a Ctrl-C reached the followers first; this process has it too
                     # The batch lock is free only between the source stream's batches: an idle advance never
                     # runs during one, and the progress shown is never half a batch's.
                     if critical.batch_lock.acquire(blocking=False):
@@ -393,7 +354,7 @@ def run_continuous(
                                 if idle:
                                     idle_report.add(idle.figures, idle.seconds)
                             if on_progress:
-                                on_progress(_with_idle(list(reports.values()), idle_report))
+                                on_progress(all_reports())
                         finally:
                             critical.batch_lock.release()
                     recorder.flush_if_due()
@@ -401,15 +362,94 @@ def run_continuous(
             finally:
                 stop.set()
                 critical.stop()
-                follower.join()
+                if followers:
+                    followers.stop()
                 use_pool(spark, None)
-        if failures:
-            raise failures[0]
     finally:
         recorder.flush()
         for signum, handler in previous.items():
             signal.signal(signum, handler)
-    return [*older, *_with_idle(list(reports.values()), idle_report)]
+    return [*older, *all_reports()]
+
+
+#: How long a stopping run waits for its followers to stop their queries before killing them.
+STOP_SECONDS = 120.0
+
+
+@dataclass(frozen=True)
+class FollowerJob:
+    """What the child process runs: the parent's settings (as checked there), source and progress run id."""
+
+    settings: Settings
+    source: str
+    run_id: str
+
+
+def followers_log(settings: Settings) -> Path:
+    return settings.logs_dir / "followers.log"
+
+
+class FollowerProcess:
+    """The parent's handle on the followers' process: start it, read its figures, learn of its failure, stop it."""
+
+    def __init__(self, settings: Settings, source: str, run_id: str) -> None:
+        self.settings = settings
+        self.reports: dict[str, StageReport] = {}
+        self.error: str | None = None
+        self._stopping = False
+        followers_log(settings).parent.mkdir(parents=True, exist_ok=True)
+        reading, writing = os.pipe()
+        with followers_log(settings).open("ab") as log:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "runtime.followers", str(os.getpid()), str(writing)],
+                stdin=subprocess.PIPE,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                pass_fds=(writing,),
+                # Not a session of its own: with the kernel's autogroups, niceness counts only within a session.
+            )
+        os.close(writing)
+        assert self.process.stdin is not None
+        self.process.stdin.write(pickle.dumps(FollowerJob(settings, source, run_id)))
+        self.process.stdin.close()
+        self._reader = threading.Thread(target=self._read, args=(reading,), name="lakehouse-followers", daemon=True)
+        self._reader.start()
+
+    def _read(self, reading: int) -> None:
+        with os.fdopen(reading, "r", encoding="utf-8") as lines:
+            for line in lines:
+                message = json.loads(line)
+                if "error" in message:
+                    self.error = message["error"]
+                for shown in message.get("reports", []):
+                    self.reports[shown["name"]] = StageReport(**shown)
+
+    def stopped(self) -> bool:
+        """Whether the process stopped cleanly on a signal of its own (Ctrl-C reaches the whole process group)."""
+        return self.process.poll() == 0
+
+    def failure(self) -> str | None:
+        """One line when the process ended without being asked to (a follower failed, or it was killed)."""
+        code = self.process.poll()
+        if not code or self._stopping:
+            return None
+        self._reader.join(timeout=5)
+        if self.error:
+            return f"the followers stopped: {self.error} (more in {followers_log(self.settings)})"
+        ended = f"signal {-code}" if code < 0 else f"exit status {code}"
+        return f"the followers' process ended ({ended}); see {followers_log(self.settings)}"
+
+    def stop(self) -> None:
+        """Ask the process to stop its queries (a batch cut off mid-way is re-run by the next start), and wait."""
+        self._stopping = True
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(STOP_SECONDS)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self._reader.join(timeout=5)
 
 
 #: How often a continuous run's main thread looks at its source query (failures, idleness, progress).
@@ -418,7 +458,7 @@ _LOOK_SECONDS = 0.5
 
 class _SourceQuery:
     """The continuous run's source stream: one query for the whole run, started again only after a Kafka
-    broker outage (or the re-run quirk in :func:`_drain`); any other failure stops the run."""
+    broker outage (or the re-run quirk in :func:`drain_stage`); any other failure stops the run."""
 
     def __init__(
         self, spark: SparkSession, settings: Settings, stage: Stage, report: StageReport, notices: "_Notices"
@@ -516,7 +556,9 @@ def has_new_input(settings: Settings, stage: Stage) -> bool:
     return bool(pending_source_commits(settings.tables_dir / Path(*stage.source.split(".")), checkpoint))
 
 
-def _drain(spark: SparkSession, settings: Settings, stage: Stage, report: StageReport, stop: threading.Event) -> None:
+def drain_stage(
+    spark: SparkSession, settings: Settings, stage: Stage, report: StageReport, stop: threading.Event
+) -> None:
     """Run one stage's query over everything available now; stop it early when ``stop`` is set."""
     checkpoint = checkpoint_dir(settings, stage)
     rerun = checkpoints.uncommitted_batch(checkpoint)
@@ -540,7 +582,3 @@ def _await(query: StreamingQuery, stop: threading.Event) -> Exception | None:
     except StreamingQueryException:
         pass  # awaitTermination raises the query's failure; it is returned below
     return query.exception()
-
-
-def _all_locks(settings: Settings, source: str = "landing"):
-    return hold_all(settings, stages(settings, source).names, purpose=CONTINUOUS_RUN)

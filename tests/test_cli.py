@@ -337,3 +337,102 @@ def test_status_progress_and_quiet_start(tmp_path: Path) -> None:
     assert len({(r["stream"], r["batch_id"]) for r in progress}) == len(progress)
     assert all(r["watermark"] is not None for r in progress if r["stream"] == "bronze_events")
     assert all(r["latency_max_seconds"] > 0 for r in progress if r["stream"] == "bronze_events")
+
+
+def _children(pid: int) -> list[int]:
+    """The processes ``pid`` started (Linux: /proc/<pid>/task/*/children)."""
+    found: list[int] = []
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            found.extend(int(child) for child in (task / "children").read_text().split())
+        except OSError:
+            continue
+    return found
+
+
+def _followers_of(pid: int, timeout: float = 120) -> int:
+    """The followers' process of the continuous run ``pid``, once it runs."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for child in _children(pid):
+            try:
+                if b"runtime.followers" in Path(f"/proc/{child}/cmdline").read_bytes():
+                    return child
+            except OSError:
+                continue
+        time.sleep(0.2)
+    raise AssertionError(f"run --continuous (pid {pid}) started no followers' process")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def test_continuous_followers_run_niced_in_a_process_that_lives_and_dies_with_the_run(tmp_path: Path) -> None:
+    """`run --continuous` runs its followers in a child process at LAKEHOUSE_FOLLOWERS_NICENESS: the child
+    writes the fraud alerts while the parent carries lines to gold; SIGTERM stops both cleanly; a child that
+    dies stops the run with one line naming it; a SIGKILL of the run takes the child with it."""
+    home = tmp_path / "home"
+    settings = Settings.from_env({"LAKEHOUSE_HOME": str(home)})
+    burst = [
+        json.dumps({"event_id": f"p{n}", "user_id": "U", "event_type": "purchase",
+                    "event_time": f"2024-01-01T10:00:0{n}Z", "amount": 5.00})
+        for n in range(3)
+    ]  # fmt: skip
+    land(settings, "burst.jsonl", burst)
+    env = {**os.environ, "LAKEHOUSE_HOME": str(home), "LAKEHOUSE_GOLD_OUTPUTS": "fraud_alerts",
+           "LAKEHOUSE_FOLLOWERS_NICENESS": "7", "LAKEHOUSE_TRIGGER_INTERVAL_SECONDS": "1"}  # fmt: skip
+    command = [LAKEHOUSE, "run", "--continuous"]
+
+    def start() -> subprocess.Popen:
+        return subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+
+    stream = start()
+    try:
+        child = _followers_of(stream.pid)
+        deadline = time.monotonic() + 300
+        niceness = os.getpriority(os.PRIO_PROCESS, stream.pid) + 7
+        while os.getpriority(os.PRIO_PROCESS, child) != niceness and time.monotonic() < deadline:
+            time.sleep(0.1)  # the child renices itself once it has read its job, before its JVM starts
+        assert os.getpriority(os.PRIO_PROCESS, child) == niceness
+        alerts: list[dict] = []
+        while not alerts and time.monotonic() < deadline and stream.poll() is None:
+            time.sleep(0.5)
+            try:
+                alerts = _delta_rows(home, "gold", "fraud_alerts")
+            except Exception:
+                alerts = []
+        assert stream.poll() is None, stream.stderr.read()
+        assert [(a["rule"], a["user_id"]) for a in alerts] == [("burst", "U")], "no fraud alert within 300 s"
+        assert len(_delta_rows(home, "gold", "user_spend_5m")) == 1  # the parent's own gold
+        stream.send_signal(signal.SIGTERM)
+        assert stream.wait(timeout=180) == 0, stream.stderr.read()
+        assert not _alive(child), "the followers outlived a clean stop"
+    finally:
+        if stream.poll() is None:
+            stream.kill()
+
+    stream = start()
+    try:
+        child = _followers_of(stream.pid)
+        os.kill(child, signal.SIGKILL)
+        assert stream.wait(timeout=180) == 1
+        assert stream.stderr.read().strip().splitlines() == [
+            f"lakehouse: the followers' process ended (signal 9); see {home / 'logs' / 'followers.log'}"
+        ]
+    finally:
+        if stream.poll() is None:
+            stream.kill()
+
+    stream = start()
+    child = _followers_of(stream.pid)
+    stream.send_signal(signal.SIGKILL)
+    stream.wait(timeout=60)
+    deadline = time.monotonic() + 30
+    while _alive(child) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _alive(child), "the followers outlived a SIGKILL of the run"

@@ -96,6 +96,7 @@ POSITIVE_INT = _Kind(int, lambda v: _is_int(v) and v > 0, "be a positive whole n
 NON_NEGATIVE_INT = _Kind(
     int, lambda v: _is_int(v) and v >= 0, "be zero or a positive whole number", "be a whole number"
 )
+NICENESS = _Kind(int, lambda v: _is_int(v) and 0 <= v <= 19, "be a whole number from 0 to 19", "be a whole number")
 BOOLEAN = _Kind(lambda text: _TRUTH[text.lower()], lambda v: isinstance(v, bool), "be true or false")
 CRON = _Kind(
     lambda text: " ".join(text.split()),
@@ -312,6 +313,9 @@ class StreamSettings(_Group):
     max_line_bytes: int = field(default=1_048_576, metadata=_var("LAKEHOUSE_MAX_LINE_BYTES", POSITIVE_INT))
     #: Stream progress rows are appended to ops.stream_progress at most this often (and when a run ends).
     progress_flush_seconds: int = field(default=10, metadata=_var("LAKEHOUSE_PROGRESS_FLUSH_SECONDS", POSITIVE_INT))
+    #: A continuous run's followers (fraud alerts, derived windows, the join, distinct URLs) run in a process of
+    #: their own at this CPU niceness (``nice``; 0: the same priority as the critical path's process).
+    followers_niceness: int = field(default=10, metadata=_var("LAKEHOUSE_FOLLOWERS_NICENESS", NICENESS))
 
 
 @dataclass(frozen=True)

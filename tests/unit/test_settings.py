@@ -87,6 +87,8 @@ READINGS = [
     ("LAKEHOUSE_MAX_FILES_PER_TRIGGER", "1", "streams.max_files_per_trigger", 1),
     ("LAKEHOUSE_MAX_LINE_BYTES", "100", "streams.max_line_bytes", 100),
     ("LAKEHOUSE_PROGRESS_FLUSH_SECONDS", "1", "streams.progress_flush_seconds", 1),
+    ("LAKEHOUSE_FOLLOWERS_NICENESS", "0", "streams.followers_niceness", 0),
+    ("LAKEHOUSE_FOLLOWERS_NICENESS", "19", "streams.followers_niceness", 19),
     ("LAKEHOUSE_SHUFFLE_PARTITIONS", "2", "spark.shuffle_partitions", 2),
     ("LAKEHOUSE_DRIVER_MEMORY", " 512M ", "spark.driver_memory", "512m"),
     ("LAKEHOUSE_SPARK_UI", "yes", "spark.ui", True),
@@ -155,6 +157,8 @@ REFUSALS = [
     ("LAKEHOUSE_MAX_FILES_PER_TRIGGER", "0"),
     ("LAKEHOUSE_MAX_LINE_BYTES", "1MB"),
     ("LAKEHOUSE_PROGRESS_FLUSH_SECONDS", "0"),
+    ("LAKEHOUSE_FOLLOWERS_NICENESS", "20"),
+    ("LAKEHOUSE_FOLLOWERS_NICENESS", "-1"),
     ("LAKEHOUSE_SHUFFLE_PARTITIONS", "0"),
     ("LAKEHOUSE_DRIVER_MEMORY", "4gb"),
     ("LAKEHOUSE_DRIVER_MEMORY", "g"),
@@ -209,6 +213,10 @@ def test_every_variable_has_a_reading_and_a_refusal() -> None:
     [
         ({"LAKEHOUSE_WINDOW_MINUTES": "0"}, "LAKEHOUSE_WINDOW_MINUTES must be a positive whole number, got '0'"),
         ({"LAKEHOUSE_WINDOW_MINUTES": "5.0"}, "LAKEHOUSE_WINDOW_MINUTES must be a whole number, got '5.0'"),
+        (
+            {"LAKEHOUSE_FOLLOWERS_NICENESS": "20"},
+            "LAKEHOUSE_FOLLOWERS_NICENESS must be a whole number from 0 to 19, got '20'",
+        ),
         (
             {"LAKEHOUSE_WATERMARK_DELAY_SECONDS": "-5"},
             "LAKEHOUSE_WATERMARK_DELAY_SECONDS must be zero or a positive whole number, got '-5'",
@@ -417,6 +425,7 @@ INVALID_CHANGES = [
     (DEFAULTS.streams, {"max_files_per_trigger": 0}, "LAKEHOUSE_MAX_FILES_PER_TRIGGER"),
     (DEFAULTS.streams, {"max_line_bytes": -1}, "LAKEHOUSE_MAX_LINE_BYTES"),
     (DEFAULTS.streams, {"progress_flush_seconds": 0}, "LAKEHOUSE_PROGRESS_FLUSH_SECONDS"),
+    (DEFAULTS.streams, {"followers_niceness": 20}, "LAKEHOUSE_FOLLOWERS_NICENESS"),
     (DEFAULTS.spark, {"shuffle_partitions": 0}, "LAKEHOUSE_SHUFFLE_PARTITIONS"),
     (DEFAULTS.spark, {"driver_memory": "lots"}, "LAKEHOUSE_DRIVER_MEMORY"),
     (DEFAULTS.spark, {"ui": "yes"}, "LAKEHOUSE_SPARK_UI"),
