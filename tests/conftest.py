@@ -18,15 +18,10 @@ UNIT = Path(__file__).parent / "unit"
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Everything under tests/unit/ is the ``unit`` tier (no JVM, no process, seconds in all).
-
-    The ``system`` modules (whole processes, servers, minutes each) go first, each module's tests kept
-    together in their order: xdist's workers then start on the longest work and finish on short tests
-    side by side, instead of one worker running a long module alone at the end."""
+    """Everything under tests/unit/ is the ``unit`` tier (no JVM, no process, seconds in all)."""
     for item in items:
         if UNIT in Path(item.path).parents:
             item.add_marker(pytest.mark.unit)
-    items.sort(key=lambda item: item.get_closest_marker("system") is None)
 
 
 @pytest.fixture(autouse=True)
