@@ -34,7 +34,7 @@ from runtime.progress import StageReport, recorder_for
 from runtime.runner import CONTINUOUS_RUN, FollowerJob, drain_stage, has_new_input
 from runtime.stages import FRAUD_STAGE, Stage, stages
 from warehouse.locks import hold_all
-from warehouse.session import FOLLOWERS_POOL, spark_session, use_pool
+from warehouse.session import spark_session
 from warehouse.settings import Settings
 
 _PR_SET_PDEATHSIG = 1
@@ -60,7 +60,6 @@ def follow(
     if run_id is not None:
         recorder.run_id = run_id
     with hold_all(settings, [stage.name for stage in followers], purpose=CONTINUOUS_RUN):
-        use_pool(spark, FOLLOWERS_POOL)
         try:
             while not stop.is_set():
                 started = time.monotonic()

@@ -45,7 +45,6 @@ from transforms.reconcile import repair_dates
 from warehouse.catalog import kept_tables
 from warehouse.delta import batch_scope, ensure_tables
 from warehouse.locks import GOLD_LOCK_WAIT_SECONDS, hold_all, hold_gold
-from warehouse.session import CRITICAL_POOL, use_pool
 from warehouse.settings import Settings
 
 
@@ -332,7 +331,6 @@ def run_continuous(
         with hold_all(settings, pipeline.source.lock_names(settings), purpose=CONTINUOUS_RUN):
             if pipeline.followers:
                 followers = FollowerProcess(settings, source, recorder.run_id)
-            use_pool(spark, CRITICAL_POOL)
             try:
                 while not stop.is_set():
                     critical.keep_running()
@@ -364,7 +362,6 @@ def run_continuous(
                 critical.stop()
                 if followers:
                     followers.stop()
-                use_pool(spark, None)
     finally:
         recorder.flush()
         for signum, handler in previous.items():
@@ -529,20 +526,6 @@ class _Notices:
                 f"Kafka at {servers} answers again after {time.monotonic() - self.outage_since:.0f} s; catching up"
             )
             self.outage_since = None
-
-
-def _has_new_input(settings: Settings, stage: Stage, notices: _Notices, quiet: bool = False) -> bool:
-    """``has_new_input``; for Kafka, an unreachable broker means nothing to do now (said once, not raised)."""
-    if stage.source != "kafka":
-        return has_new_input(settings, stage)
-    try:
-        pending = has_new_input(settings, stage)
-    except Exception as error:
-        if not quiet:
-            notices.broker(settings, error)
-        return False
-    notices.broker(settings, None)
-    return pending
 
 
 def has_new_input(settings: Settings, stage: Stage) -> bool:

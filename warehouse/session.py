@@ -46,9 +46,8 @@ def spark_conf(settings: Settings, app_name: str = "lakehouse") -> dict[str, str
             [f"-Dderby.system.home={scratch / 'derby'}", *driver_jvm_options(settings)]
         ),
         "spark.sql.streaming.stopGracefullyOnShutdown": "true",
-        # Pools (``SCHEDULER_POOLS``): a continuous run's critical path before its followers.
+        # Jobs a batch runs side by side (its table appends) share the task slots instead of queueing.
         "spark.scheduler.mode": "FAIR",
-        "spark.scheduler.allocation.file": str(Path(__file__).with_name("fairscheduler.xml")),
         # Small tables: keep Delta's log replay and stats collection cheap.
         "spark.databricks.delta.snapshotPartitions": "2",
         "spark.databricks.delta.autoCompact.enabled": "false",
@@ -60,15 +59,6 @@ def spark_conf(settings: Settings, app_name: str = "lakehouse") -> dict[str, str
         # File listings (VACUUM's, the file source's) ran up to 10,000 tasks: 80 s for an empty table.
         "spark.sql.sources.parallelPartitionDiscovery.parallelism": str(max(2, settings.spark.shuffle_partitions)),
     }
-
-
-#: The FAIR scheduler's pools (warehouse/fairscheduler.xml): the critical path, and what follows it.
-CRITICAL_POOL, FOLLOWERS_POOL = "critical", "followers"
-
-
-def use_pool(spark: SparkSession, pool: str | None) -> None:
-    """Run the jobs this thread starts from now on (its queries' batches too) in ``pool`` (None: default)."""
-    spark.sparkContext.setLocalProperty("spark.scheduler.pool", pool)
 
 
 def driver_jvm_options(settings: Settings) -> list[str]:
