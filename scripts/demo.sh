@@ -55,6 +55,7 @@ lakehouse validate
 cat <<MSG
 
 Open the Dagster UI with:  make ui   (http://127.0.0.1:${DAGSTER_PORT:-3000})
-There, 'Materialize all' runs every stream once; turn on the sensors landing_sensor and late_data_sensor
-(Automation) and new landing files and late events are processed hands-free.
+There, 'Materialize all' runs every stream once; turn on the sensors
+landing_sensor and late_data_sensor (Automation) and new landing files and
+late events are processed hands-free.
 MSG
