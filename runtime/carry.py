@@ -25,6 +25,7 @@ from pyspark.sql import DataFrame
 from runtime import checkpoints
 from runtime.checkpoints import SILVER_STAGE, checkpoint_dir, windows_stage_name
 from transforms.bronze import append_lines, stamp
+from transforms.gold.open_windows import OpenWindows
 from transforms.gold.tumbling import update_windows
 from transforms.latency import ARRIVAL_KEYS
 from transforms.seen_keys import SeenKeys
@@ -36,6 +37,8 @@ from warehouse.settings import Settings
 
 #: Each home's index of stored event keys, kept for the life of the process (its batches' dedup pre-filter).
 _SEEN: dict[Path, SeenKeys] = {}
+#: Each home's open tumbling windows, kept for the life of the process (its batches' old values).
+_OPEN: dict[Path, OpenWindows] = {}
 
 
 def carried_writer(settings: Settings, stage: str) -> str:
@@ -87,7 +90,10 @@ def _fold(events: DataFrame, settings: Settings, source: str, batch_id: int, sin
     # Only this stream writes silver.events (its stage locks), so its newest version holds the batch.
     silver_version = latest_version(SILVER_EVENTS.path(settings) / "_delta_log")
     with batch_scope(gold_writer, gold_batch, since), hold_gold(settings, f"{windows} batch", derived=False):
-        gold = update_windows(events, gold_batch, settings, gold_writer, windows, silver_version)
+        gold = update_windows(
+            events, gold_batch, settings, gold_writer, windows, silver_version,
+            _OPEN.setdefault(settings.home, OpenWindows()),
+        )  # fmt: skip
     # The batch's latency is measured from bronze's arrival figures, to the end of the whole batch.
     return {
         ("windows_changed" if key == "rows_written" else key): value

@@ -19,6 +19,7 @@ from tests.lines import event, land
 from transforms.events import parse_events
 from warehouse.catalog import (
     BRONZE_EVENTS,
+    GOLD_CORRECTIONS,
     SILVER_DUPLICATES,
     SILVER_EVENTS,
     SILVER_LATE_EVENTS,
@@ -265,3 +266,52 @@ def test_a_long_lived_process_deduplicates_from_its_key_index_and_reloads_it_aft
     duplicates = dict((r.event_id, r.conflicting) for r in read_table(spark, settings, SILVER_DUPLICATES).collect())
     assert sorted(duplicates) == ["e1", "e5", "e8"] and duplicates["e1"] is True and duplicates["e8"] is True
     assert seen.version == table_version(spark, settings, SILVER_EVENTS)
+
+
+@pytest.mark.quick
+def test_a_long_lived_process_keeps_gold_open_windows_exact_and_reloads_them_after_another_writer(
+    spark, settings
+) -> None:
+    """The window step takes its old values from the process's copy of gold's open windows: after each
+    batch the copy equals gold, and a commit to gold by anyone else makes the next batch load it again
+    (the correction then shows the other writer's value as the old one)."""
+    from runtime.carry import _OPEN
+
+    def kept_equals_gold() -> None:
+        kept = _OPEN[settings.home]
+        assert kept.version == table_version(spark, settings, user_spend_table(settings))
+        stored = read_table(spark, settings, user_spend_table(settings))
+        if kept.since is not None:
+            stored = stored.where(F.col("window_start") >= F.lit(kept.since))
+        columns = ["user_id", "window_start", "total_amount", "event_count", "revision", "is_final", "updated_at"]
+        assert sorted(kept.rows.select(columns).to_pylist(), key=str) == sorted(
+            stored.select(*columns).toArrow().to_pylist(), key=str
+        )
+
+    land(
+        settings,
+        "one.jsonl",
+        [event("e1", "A", "2024-01-01T10:00:00Z", "5"), event("e2", "B", "2024-01-01T10:01:00Z", "3")],
+    )
+    run_once(spark, settings)
+    kept_equals_gold()
+    land(settings, "two.jsonl", [event("e3", "A", "2024-01-01T10:02:00Z", "2.5")])
+    run_once(spark, settings)
+    kept_equals_gold()
+
+    # Another writer changes A's open window (as a reconcile would, under the gold lock).
+    gold = SparkDeltaTable.forPath(spark, str(user_spend_table(settings).path(settings)))
+    gold.update("user_id = 'A'", {"total_amount": "total_amount + 100", "revision": "revision + 1"})
+    land(settings, "three.jsonl", [event("e4", "A", "2024-01-01T10:03:00Z", "1")])
+    run_once(spark, settings)
+    kept_equals_gold()
+
+    a = read_table(spark, settings, user_spend_table(settings)).where("user_id = 'A'").first()
+    assert (a.total_amount, a.event_count, a.revision) == (Decimal("108.50"), 3, 4)
+    revised = (
+        read_table(spark, settings, GOLD_CORRECTIONS)
+        .where("user_id = 'A' AND new_event_count = 3")
+        .select("old_total_amount", "new_total_amount", "revision")
+        .first()
+    )
+    assert tuple(revised) == (Decimal("107.50"), Decimal("108.50"), 4)

@@ -41,11 +41,13 @@ def passed_windows(
     now: datetime,
     gold_batch: int | None,
     version: int | None = None,
+    stored: DataFrame | None = None,
 ) -> DataFrame:
-    """Stored windows (as of gold's ``version``; None: the newest) whose end the watermark passed between
-    ``before`` and ``after`` and that are not among the ``changed`` keys, as unchanged
-    gold.corrections-shaped rows (their on-time firings)."""
-    rows = as_of(spark, settings, user_spend_table(settings), version)
+    """Stored windows (as of gold's ``version``; None: the newest; or ``stored``, rows of that version
+    holding every window that ends after ``before``) whose end the watermark passed between ``before`` and
+    ``after`` and that are not among the ``changed`` keys, as unchanged gold.corrections-shaped rows (their
+    on-time firings)."""
+    rows = stored if stored is not None else as_of(spark, settings, user_spend_table(settings), version)
     if after is None or after == before:
         return _as_unchanged(rows.limit(0), settings, now, gold_batch)
     rows = rows.where(F.col("window_end") <= F.lit(after))

@@ -68,6 +68,9 @@ class GoldChange:
     fired_since: datetime | None = None
     #: The tumbling table's version the change's old values were read from (None: the newest).
     gold_version: int | None = None
+    #: The tumbling table's open windows as of that version, when the process keeps them (a stream batch):
+    #: read instead of gold for the windows the watermark passed.
+    gold_rows: DataFrame | None = None
 
 
 @dataclass(frozen=True)
@@ -83,8 +86,9 @@ def passed(spark: SparkSession, settings: Settings, change: GoldChange) -> DataF
     """Stored windows the change did not write whose end the watermark passed: their on-time firings."""
     since = change.fired_since if change.fired_since is not None else change.before
     return passed_windows(
-        spark, settings, change.changed, since, change.after, change.now, change.gold_batch, change.gold_version
-    )
+        spark, settings, change.changed, since, change.after, change.now, change.gold_batch, change.gold_version,
+        change.gold_rows,
+    )  # fmt: skip
 
 
 def firings(spark: SparkSession, settings: Settings, change: GoldChange) -> list[tuple[DataFrame, Table]]:

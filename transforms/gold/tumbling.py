@@ -15,6 +15,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from transforms.gold.corrections import consumption_metadata, correction_rows
+from transforms.gold.open_windows import OpenWindows
 from transforms.gold.propagate import GoldChange, closures_pending, firings, passed
 from transforms.gold.watermarks import (
     RECORDED,
@@ -89,6 +90,7 @@ def update_windows(
     writer_id: str,
     query_name: str,
     silver_version: int | None = None,
+    open_windows: OpenWindows | None = None,
 ) -> dict[str, float]:
     """Fold one micro-batch of new silver events into gold, exactly once per batch.
 
@@ -157,8 +159,15 @@ def update_windows(
         # did: the gold lock keeps every other writer of the table out from the read until the MERGE.
         merged_at = committed_version(gold.path(settings), writer_id, batch_id, scope_since(writer_id, batch_id))
         read_at = None if merged_at is None else merged_at - 1
+        stored, kept_at = None, None
+        if open_windows is not None:
+            if read_at is None:
+                stored = open_windows.rows_since(spark, settings, open_since(settings, before))
+                kept_at = open_windows.version
+            else:
+                open_windows.forget()
         with materialized(
-            _window_changes(spark, settings, gold, on_time, before, after, now, batch_id, read_at)
+            _window_changes(spark, settings, gold, on_time, before, after, now, batch_id, read_at, stored)
         ) as changes:
             n_changed, n_revised = changes.agg(F.count("*"), F.count(F.col("old_revision"))).first()
             # The derived windows (hopping, sessions, global) follow on their own stream, which reads this
@@ -166,7 +175,7 @@ def update_windows(
             change = GoldChange(
                 before.watermark, after.watermark, now, writer_id, batch_id, "stream_update",
                 changed=correction_rows(changes, gold), gold_batch=batch_id, include_passed=True,
-                gold_version=read_at,
+                gold_version=read_at, gold_rows=stored,
             )  # fmt: skip
             writes = []
             if n_late:
@@ -187,6 +196,8 @@ def update_windows(
                 side_by_side(*appends)
                 if n_changed:
                     merge()
+            if open_windows is not None and read_at is None:
+                open_windows.advance(settings, changes if n_changed else None, kept_at)
         # Last: the derived windows' stream reads gold for the batch this row names.
         append_rows_once([recorded_mark], settings, OPS_WATERMARKS, writer_id, batch_id)
         RECORDED[writer_id] = (batch_id, after)
@@ -287,9 +298,10 @@ def _window_changes(
     now: datetime,
     batch_id: int | None,
     version: int | None = None,
+    stored: DataFrame | None = None,
 ) -> DataFrame:
     """One row per gold key this batch changes: the batch's sums, the row's old values (gold as of
-    ``version``; None: the newest), the new state."""
+    ``version``; None: the newest; or ``stored``, the open windows the process keeps), the new state."""
     keys = ["user_id", "window_start", "window_end"]
     behind = F.col("event_time") < F.lit(before.watermark) if before.watermark else F.lit(False)
     sums = on_time.groupBy(*keys).agg(
@@ -297,7 +309,7 @@ def _window_changes(
         F.count("*").alias("delta_count"),
         F.max(behind).alias("behind_watermark"),
     )
-    current = as_of(spark, settings, gold, version)
+    current = stored if stored is not None else as_of(spark, settings, gold, version)
     since = open_since(settings, before)
     if since is not None:
         current = current.where(F.col("window_start") >= F.lit(since))
