@@ -32,6 +32,10 @@ from warehouse.settings import Settings
 #: What this stream takes from silver for a batch of window batches.
 _EVENT_COLUMNS = ("event_id", "user_id", "event_time", "amount", "arrived_at")
 
+#: Per derived writer, the last batch this process applied and the furthest watermark it had applied by
+#: then: the next batch's ``before`` without reading all of ops.watermarks again.
+APPLIED: dict[str, tuple[int, datetime | None]] = {}
+
 
 def derived_outputs(settings: Settings) -> tuple[str, ...]:
     """The derived window outputs this home keeps (``LAKEHOUSE_GOLD_OUTPUTS``)."""
@@ -53,7 +57,10 @@ def derive_windows(
         return {"rows_in": 0, "rows_written": 0}
     first_recorded = min(row.recorded_at for row in rows)
     after = max((utc(row.watermark) for row in rows if row.watermark is not None), default=None)
-    before = _applied_before(spark, settings, windows_query, first_recorded)
+    if writer_id in APPLIED and APPLIED[writer_id][0] == batch_id - 1:
+        before = APPLIED[writer_id][1]
+    else:
+        before = _applied_before(spark, settings, windows_query, first_recorded)
     ranges = [(row.silver_batch_from, row.silver_batch_to) for row in rows if row.silver_batch_from is not None]
     events = _events_of(spark, settings, ranges)
     with materialized(events) as events:
@@ -66,6 +73,7 @@ def derive_windows(
             closes_from=before, events=events if rows_in else None,
         )  # fmt: skip
         derived = propagate(spark, settings, change)
+    APPLIED[writer_id] = (batch_id, max((mark for mark in (before, after) if mark is not None), default=None))
     return {
         "rows_in": rows_in,
         "rows_written": derived.hopping + derived.sessions + derived.global_firings,
