@@ -396,6 +396,22 @@ def materialized(df: DataFrame) -> Iterator[DataFrame]:
         detached._jdf.queryExecution().analyzed().rdd().unpersist(False)
 
 
+@contextmanager
+def computed_once(df: DataFrame, at_most: int | None = None) -> Iterator[tuple[DataFrame, pa.Table | None]]:
+    """``df`` computed once for the block, and its rows on the driver when it is small.
+
+    When the caller knows ``df`` has at most ``at_most`` rows, within ``SMALL_WRITE_ROWS``, it is collected
+    (one job) and given back as a Spark local relation over those rows, with the rows themselves: counts,
+    a delta-rs commit and the caller's own bookkeeping then need no further job. Otherwise it is
+    :func:`materialized` and the rows are None."""
+    if at_most is not None and SMALL_WRITE_ROWS > 0 and at_most <= SMALL_WRITE_ROWS:
+        rows = df.toArrow()
+        yield df.sparkSession.createDataFrame(rows, schema=df.schema), rows
+        return
+    with materialized(df) as held:
+        yield held, None
+
+
 def append_all_once(
     writes: list[tuple[DataFrame, Table, int | None]], settings: Settings, app_id: str, batch_id: int
 ) -> None:

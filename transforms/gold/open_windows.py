@@ -58,10 +58,15 @@ class OpenWindows:
             self.since = since
         return spark.createDataFrame(self.rows, schema=gold.schema)
 
-    def advance(self, settings: Settings, merged: DataFrame | None, version_before: int | None) -> None:
-        """After a batch that read the rows at ``version_before`` and MERGEd ``merged`` into gold (None: it
-        changed nothing): take its new values, when gold's only commit since was that MERGE; otherwise
-        forget the rows."""
+    @property
+    def count(self) -> int | None:
+        """How many rows are kept (None: none are)."""
+        return None if self.rows is None else self.rows.num_rows
+
+    def advance(self, settings: Settings, merged: DataFrame | pa.Table | None, version_before: int | None) -> None:
+        """After a batch that read the rows at ``version_before`` and MERGEd ``merged`` (window changes, as
+        a frame or collected; None: the batch changed nothing) into gold: take its new values, when gold's
+        only commit since was that MERGE; otherwise forget the rows."""
         if version_before is None:
             self.forget()
             return
@@ -71,18 +76,20 @@ class OpenWindows:
             self.forget()
             return
         if merged is not None and self.rows is not None:
-            new = merged.select(
-                "user_id",
-                "window_start",
-                "window_end",
-                F.col("new_total_amount").alias("total_amount"),
-                F.col("new_event_count").alias("event_count"),
-                "revision",
-                F.col("new_is_final").alias("is_final"),
-                "updated_at",
-            ).toArrow()
+            columns = {
+                "user_id": "user_id",
+                "window_start": "window_start",
+                "window_end": "window_end",
+                "total_amount": "new_total_amount",
+                "event_count": "new_event_count",
+                "revision": "revision",
+                "is_final": "new_is_final",
+                "updated_at": "updated_at",
+            }
+            if isinstance(merged, DataFrame):
+                merged = merged.select(*columns.values()).toArrow()
             schema = pa.schema([column.with_nullable(True) for column in self.rows.schema])
-            new = new.cast(schema)
+            new = merged.select(list(columns.values())).rename_columns(list(columns)).cast(schema)
             keys = ["user_id", "window_start"]
             kept = self.rows.join(new.select(keys), keys, join_type="left anti")
             self.rows = pa.concat_tables([kept.select(schema.names).cast(schema), new])

@@ -11,6 +11,7 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from functools import partial
 
+import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -37,8 +38,10 @@ from warehouse.delta import (
     append_rows_once,
     as_of,
     committed_version,
+    computed_once,
     materialized,
     merge_changes_once,
+    merge_rows_once,
     read_table,
     scope_since,
     side_by_side,
@@ -166,10 +169,17 @@ def update_windows(
                 kept_at = open_windows.version
             else:
                 open_windows.forget()
-        with materialized(
-            _window_changes(spark, settings, gold, on_time, before, after, now, batch_id, read_at, stored)
-        ) as changes:
-            n_changed, n_revised = changes.agg(F.count("*"), F.count(F.col("old_revision"))).first()
+        # A change is an on-time event's window or a kept open window the watermark closes: when those are
+        # few, the changes are collected once and every count, the MERGE and the kept rows use them.
+        at_most = rows_in + open_windows.count if stored is not None and open_windows.count is not None else None
+        with computed_once(
+            _window_changes(spark, settings, gold, on_time, before, after, now, batch_id, read_at, stored), at_most
+        ) as (changes, collected):
+            if collected is not None:
+                n_changed = collected.num_rows
+                n_revised = n_changed - collected.column("old_revision").null_count
+            else:
+                n_changed, n_revised = changes.agg(F.count("*"), F.count(F.col("old_revision"))).first()
             # The derived windows (hopping, sessions, global) follow on their own stream, which reads this
             # batch's ops.watermarks row (``transforms.gold.derived``); only the firings go with the change.
             change = GoldChange(
@@ -186,7 +196,7 @@ def update_windows(
             appends = [partial(append_once, df, settings, table, writer_id, batch_id, n) for df, table, n in writes]
             merge = _gold_merge(
                 settings, gold, changes, open_since(settings, before), writer_id, batch_id,
-                consumption_metadata(writer_id, batch_id, silver_version),
+                consumption_metadata(writer_id, batch_id, silver_version), collected,
             )  # fmt: skip
             if scope_since(writer_id, batch_id) is not None:
                 # In a stream batch, the logs and the MERGE side by side, each exactly once on its own (the
@@ -197,7 +207,8 @@ def update_windows(
                 if n_changed:
                     merge()
             if open_windows is not None and read_at is None:
-                open_windows.advance(settings, changes if n_changed else None, kept_at)
+                merged = (collected if collected is not None else changes) if n_changed else None
+                open_windows.advance(settings, merged, kept_at)
         # Last: the derived windows' stream reads gold for the batch this row names.
         append_rows_once([recorded_mark], settings, OPS_WATERMARKS, writer_id, batch_id)
         RECORDED[writer_id] = (batch_id, after)
@@ -374,8 +385,10 @@ def _gold_merge(
     app_id: str,
     version: int,
     metadata: dict,
+    collected: pa.Table | None = None,
 ) -> Callable[[], None]:
-    """The MERGE of ``changes`` into gold, exactly once for (app_id, version)."""
+    """The MERGE of ``changes`` (or of the same rows ``collected`` on the driver) into gold, exactly once for
+    (app_id, version)."""
     # Increments, not the pre-read totals: a reconcile committed between the read and this MERGE is kept.
     on = "t.user_id = s.user_id AND t.window_start = s.window_start"
     if since is not None:
@@ -401,7 +414,7 @@ def _gold_merge(
             "updated_at": "s.updated_at",
         },
     )
-    source = changes.select(
-        "user_id", "window_start", "window_end", "delta_amount", "delta_count", "new_is_final", "updated_at"
-    )
-    return partial(merge_changes_once, source, gold.path(settings), app_id, version, spec, metadata)
+    columns = ["user_id", "window_start", "window_end", "delta_amount", "delta_count", "new_is_final", "updated_at"]
+    if collected is not None:
+        return partial(merge_rows_once, collected.select(columns), gold.path(settings), app_id, version, spec, metadata)
+    return partial(merge_changes_once, changes.select(*columns), gold.path(settings), app_id, version, spec, metadata)
