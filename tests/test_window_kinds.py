@@ -10,8 +10,10 @@ from deltalake import DeltaTable
 from pyspark.sql import functions as F
 
 from devtools.synthetic import StreamSpec, generate_lines
+from runtime.checkpoints import checkpoint_dir, derived_stage_name, query_id, windows_stage_name
 from runtime.runner import advance_idle_watermark, run_once
 from tests.lines import event, land
+from transforms.gold import derived as derived_windows
 from transforms.gold.firings import firing_rows
 from warehouse.catalog import (
     GOLD_CORRECTIONS,
@@ -108,6 +110,14 @@ def test_sessions_split_at_the_gap_merge_when_a_late_event_bridges_them_and_clos
         (at("10:50:00"), Decimal("4.00"), Decimal("0.00"), 1, 0, 2, "session_merged"),
     ]  # fmt: skip
     assert {k: v[:3] for k, v in sessions(spark, settings).items()} == spark_sessions(spark, settings)
+    # The second run's derived batch started from where the first left the watermark, kept by the process:
+    # the same instant a read of every ops.watermarks row recorded before now gives.
+    derived = derived_stage_name(settings)
+    writer = f"lakehouse:{derived}:{query_id(checkpoint_dir(settings, derived))}"
+    assert derived_windows.APPLIED[writer][1] == derived_windows._applied_before(
+        spark, settings, windows_stage_name(settings), datetime.now(UTC) + timedelta(days=1)
+    )
+    assert derived_windows.APPLIED[writer][1] == at("11:58:00")
 
     # No more input: the idle watermark (11:58 + up to 2 h) passes C's end 12:30 + 60 s and closes it.
     recorded = max(utc(r.recorded_at) for r in read_table(spark, settings, OPS_WATERMARKS).collect())
