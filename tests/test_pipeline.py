@@ -278,7 +278,7 @@ def test_a_long_lived_process_keeps_gold_open_windows_exact_and_reloads_them_aft
     from runtime.carry import _OPEN
 
     def kept_equals_gold() -> None:
-        kept = _OPEN[settings.home]
+        kept = _OPEN[user_spend_table(settings).path(settings)]
         assert kept.version == table_version(spark, settings, user_spend_table(settings))
         stored = read_table(spark, settings, user_spend_table(settings))
         if kept.since is not None:

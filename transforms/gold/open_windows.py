@@ -3,12 +3,13 @@ read of gold.
 
 A stream batch needs the stored row of every window it touches, closes or passes, and all of them are open:
 they start at or after ``open_since`` (the watermark before the batch, minus the allowed lateness and one
-window). Reading them back from gold cost a Delta snapshot and a scan per batch (0.4 to 0.6 s of a 2 to 4 s batch
-on two cores). The continuous run keeps them instead, as of one Delta version of gold: loaded with Spark,
+window). Reading them back from gold cost a Delta snapshot and a scan per batch (0.4 to 0.6 s of a 2 to 4 s
+batch on two cores). The process whose source stream carries the batches to gold (``run --continuous``, or
+``run --once`` across its batches) keeps them instead, as of one Delta version of gold: loaded with Spark,
 then brought forward with the rows its own MERGE wrote. Any commit by someone else (a reconcile, a replay's
 swap, maintenance) moves the version on, and the rows are loaded again before they are used; a re-run of a
-batch after a crash reads gold as of its own version, as before. Spark still computes every change: the rows
-go back to it as a local relation.
+batch after a crash reads gold as of its own version, as before. Spark still computes every change: the
+rows go back to it as a local relation.
 
 Time semantics: event time only bounds what is kept (``since``, which moves forward with the watermark);
 nothing here decides a window.

@@ -171,7 +171,7 @@ def update_windows(
                 open_windows.forget()
         # A change is an on-time event's window or a kept open window the watermark closes: when those are
         # few, the changes are collected once and every count, the MERGE and the kept rows use them.
-        at_most = rows_in + open_windows.count if stored is not None and open_windows.count is not None else None
+        at_most = rows_in + (open_windows.count or 0) if stored is not None else None
         with computed_once(
             _window_changes(spark, settings, gold, on_time, before, after, now, batch_id, read_at, stored), at_most
         ) as (changes, collected):
