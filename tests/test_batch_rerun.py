@@ -17,7 +17,7 @@ from transforms.gold import sessions as session_windows
 from transforms.gold.derived import derive_windows
 from transforms.gold.tumbling import update_windows
 from transforms.silver import refine_events
-from warehouse import delta
+from warehouse import delta, reads
 from warehouse.catalog import (
     BRONZE_EVENTS,
     GOLD_CORRECTIONS,
@@ -130,12 +130,15 @@ def crash(*_: object, **__: object) -> None:
 def test_batch_rerun_after_crash_writes_nothing_twice(
     spark: SparkSession, settings: Settings, monkeypatch: pytest.MonkeyPatch, writes: str
 ) -> None:
-    # Small writes are committed by delta-rs, large ones by Spark (warehouse.delta.SMALL_WRITE_ROWS): both
-    # ways must be exactly once. "spark" makes every write large.
+    # Small writes are committed by delta-rs, large ones by Spark (warehouse.delta.SMALL_WRITE_ROWS), and few
+    # rows are read by delta-rs (warehouse.reads.LOCAL_READ_ROWS): both ways must be exactly once. "spark"
+    # makes every write and every read large.
     small = 0 if writes == "spark" else delta.SMALL_WRITE_ROWS
+    few = 0 if writes == "spark" else reads.LOCAL_READ_ROWS
 
     def write_by_the_chosen_way() -> None:
         monkeypatch.setattr(delta, "SMALL_WRITE_ROWS", small)
+        monkeypatch.setattr(reads, "LOCAL_READ_ROWS", few)
 
     write_by_the_chosen_way()
     prepare(spark, settings)

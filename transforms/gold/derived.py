@@ -27,6 +27,7 @@ from transforms.gold.watermarks import utc
 from transforms.latency import arrival_figures, arrival_quantiles
 from warehouse.catalog import OPS_WATERMARKS, SILVER_EVENTS
 from warehouse.delta import materialized, read_table
+from warehouse.reads import read_where
 from warehouse.settings import Settings
 
 #: What this stream takes from silver for a batch of window batches.
@@ -70,7 +71,7 @@ def derive_windows(
             "stream_update" if rows_in else "window_closed",
             gold_batch=max(row.batch_id for row in rows),
             panes=events.select("user_id", "window_start").distinct() if rows_in else _no_panes(spark),
-            closes_from=before, events=events if rows_in else None,
+            closes_from=before, events=events if rows_in else None, event_count=rows_in,
         )  # fmt: skip
         derived = propagate(spark, settings, change)
     APPLIED[writer_id] = (batch_id, max((mark for mark in (before, after) if mark is not None), default=None))
@@ -105,8 +106,9 @@ def _events_of(spark: SparkSession, settings: Settings, ranges: list[tuple[int, 
     for lo, hi in ranges:
         inside = inside | F.col("silver_batch").between(lo, hi)
     # The overall bounds let Delta skip every file of other silver batches by its statistics.
-    silver = read_table(spark, settings, SILVER_EVENTS).where(F.col("silver_batch").between(low, high) & inside)
-    return assign_windows(silver.select(*_EVENT_COLUMNS), settings)
+    bounds = [("silver_batch", ">=", low), ("silver_batch", "<=", high)]
+    silver = read_where(spark, settings, SILVER_EVENTS, bounds, columns=("silver_batch", *_EVENT_COLUMNS))
+    return assign_windows(silver.where(inside).select(*_EVENT_COLUMNS), settings)
 
 
 def _no_panes(spark: SparkSession) -> DataFrame:

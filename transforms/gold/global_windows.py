@@ -11,24 +11,33 @@ Written as values computed under the gold lock (a MERGE exactly once per batch).
 
 from datetime import datetime
 
+import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from warehouse.catalog import MONEY, user_spend_global_table
-from warehouse.delta import MergeSpec, already_written, materialized, merge_changes_once, read_table
+from warehouse.delta import MergeSpec, already_written, computed_once, merge_changes_once
+from warehouse.reads import read_where
 from warehouse.settings import Settings
 
 
 def update_global_windows(
-    spark: SparkSession, settings: Settings, events: DataFrame, now: datetime, app_id: str, batch_id: int
+    spark: SparkSession,
+    settings: Settings,
+    events: DataFrame,
+    now: datetime,
+    app_id: str,
+    batch_id: int,
+    event_count: int | None = None,
 ) -> int:
-    """Fold ``events`` (event_id, user_id, event_time, amount) into each user's global window; returns the
-    number of count-trigger firings. Exactly once per (app_id, batch_id)."""
+    """Fold ``events`` (event_id, user_id, event_time, amount; ``event_count`` of them, when known) into
+    each user's global window; returns the number of count-trigger firings. Exactly once per (app_id,
+    batch_id)."""
     table = user_spend_global_table(settings)
     if already_written(settings, table, app_id, batch_id):
         return 0
     every = settings.windows.global_trigger_count
-    stored = read_table(spark, settings, table).select(
+    stored = read_where(spark, settings, table).select(
         "user_id",
         F.col("event_count").alias("old_count"),
         F.col("total_amount").alias("old_amount"),
@@ -80,13 +89,16 @@ def update_global_windows(
         F.lit(now).cast("timestamp").alias("updated_at"),
         "new_firings",
     )
-    with materialized(rows) as rows:
-        fired = rows.agg(F.sum("new_firings")).first()[0]
+    # One row per user of the events: when those are few, collected once for the count and the MERGE.
+    with computed_once(rows, event_count) as (rows, collected):
+        if collected is not None:
+            fired = pc.sum(collected["new_firings"]).as_py()
+        else:
+            fired = rows.agg(F.sum("new_firings")).first()[0]
         if fired is None:
             return 0
-        merge_changes_once(
-            rows, table.path(settings), app_id, batch_id, _spec(settings), {"writer": app_id, "batch": batch_id}
-        )
+        metadata = {"writer": app_id, "batch": batch_id}
+        merge_changes_once(rows, table.path(settings), app_id, batch_id, _spec(settings), metadata, collected)
     return int(fired)
 
 

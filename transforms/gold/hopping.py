@@ -18,7 +18,15 @@ from pyspark.sql import functions as F
 
 from transforms.gold.corrections import correction_rows
 from warehouse.catalog import GOLD_CORRECTIONS, MONEY, hopping_spend_table, user_spend_table
-from warehouse.delta import MergeSpec, already_written, append_once, materialized, merge_changes_once, read_table
+from warehouse.delta import (
+    MergeSpec,
+    already_written,
+    append_once,
+    computed_once,
+    materialized,
+    merge_changes_once,
+)
+from warehouse.reads import Condition, read_where
 from warehouse.settings import Settings
 
 KEY = ["user_id", "window_start"]
@@ -46,11 +54,11 @@ def closing_windows(
     """Hopping windows not final yet that ``watermark`` closes. ``open_after`` (an earlier watermark)
     bounds the search: every window it closed is final already."""
     lateness = settings.windows.allowed_lateness
-    recent = read_table(spark, settings, hopping_spend_table(settings))
+    conditions: list[Condition] = [("is_final", "==", False), ("window_end", "<=", watermark - lateness)]
     if open_after is not None:
         bound = open_after - lateness - timedelta(minutes=settings.windows.hopping_size_minutes)
-        recent = recent.where(F.col("window_start") >= F.lit(bound))
-    return recent.where(~F.col("is_final") & (F.col("window_end") <= F.lit(watermark - lateness)))
+        conditions.append(("window_start", ">=", bound))
+    return read_where(spark, settings, hopping_spend_table(settings), conditions)
 
 
 def roll_up(
@@ -74,20 +82,18 @@ def roll_up(
     if already_written(settings, hopping, app_id, batch_id):
         return 0
     lateness = F.expr(f"INTERVAL {settings.windows.allowed_lateness_seconds} SECONDS")
-    current = read_table(spark, settings, hopping)
     wanted = covering_windows(panes, settings)
     if watermark is not None:
         closing = closing_windows(spark, settings, watermark, open_after)
         wanted = wanted.unionByName(closing.select("user_id", "window_start", "window_end")).distinct()
     with materialized(wanted) as wanted:
-        since = wanted.agg(F.min("window_start")).first()[0]
+        since, n_wanted = wanted.agg(F.min("window_start"), F.count("*")).first()
         if since is None:
             return 0
-        tumbling = (
-            read_table(spark, settings, user_spend_table(settings))
-            .where(F.col("window_start") >= F.lit(since))
-            .select("user_id", F.col("window_start").alias("pane_start"), "total_amount", "event_count")
-        )
+        since_then = [("window_start", ">=", since)]
+        pane_columns = ("user_id", "window_start", "total_amount", "event_count")
+        panes_now = read_where(spark, settings, user_spend_table(settings), since_then, columns=pane_columns)
+        tumbling = panes_now.withColumnRenamed("window_start", "pane_start")
         sums = (
             wanted.join(tumbling, "user_id")
             .where((F.col("pane_start") >= F.col("window_start")) & (F.col("pane_start") < F.col("window_end")))
@@ -96,7 +102,7 @@ def roll_up(
         )
         final = (F.col("window_end") + lateness <= F.lit(watermark)) if watermark is not None else F.lit(False)
         old = (
-            current.where(F.col("window_start") >= F.lit(since))
+            read_where(spark, settings, hopping, since_then)
             .join(wanted.select(*KEY), KEY, "left_semi")
             .select(
                 *KEY,
@@ -135,16 +141,17 @@ def roll_up(
             F.lit(now).cast("timestamp").alias("updated_at"),
             F.lit(gold_batch).cast("long").alias("gold_batch"),
         )
-        with materialized(changes) as changes:
-            changed = changes.count()
+        # A change is a wanted window: when those are few, the changes are collected once for the count,
+        # the log and the MERGE.
+        with computed_once(changes, n_wanted) as (changes, collected):
+            changed = collected.num_rows if collected is not None else changes.count()
             if not changed:
                 return 0
 
             logged = correction_rows(changes.where("existed"), hopping)
             append_once(logged, settings, GOLD_CORRECTIONS, app_id, batch_id)
-            merge_changes_once(
-                changes, hopping.path(settings), app_id, batch_id, _spec(since), {"writer": app_id, "batch": batch_id}
-            )
+            metadata = {"writer": app_id, "batch": batch_id}
+            merge_changes_once(changes, hopping.path(settings), app_id, batch_id, _spec(since), metadata, collected)
     return changed
 
 

@@ -62,6 +62,8 @@ class GoldChange:
     closes_from: datetime | None = None
     #: The stream batch's events (sessions and global windows take each event once, late ones included).
     events: DataFrame | None = None
+    #: How many ``events`` there are, when known: few, and a derived table's changes are collected once.
+    event_count: int | None = None
     #: Windows whose end the watermark passed since ``fired_since`` (default ``before``) fire on time even
     #: when they did not change; without ``include_passed`` only the changed windows fire.
     include_passed: bool = False
@@ -126,8 +128,9 @@ def propagate(spark: SparkSession, settings: Settings, change: GoldChange) -> De
     if settings.keeps("global") and change.events is not None:
         with sub_scope(f"{change.app_id}:global", change.version):
             global_fired = update_global_windows(
-                spark, settings, change.events, change.now, f"{change.app_id}:global", change.version
-            )
+                spark, settings, change.events, change.now, f"{change.app_id}:global", change.version,
+                change.event_count,
+            )  # fmt: skip
     if settings.keeps("sessions") and (change.events is not None or change.after != change.before):
         events = change.events if change.events is not None else spark.createDataFrame([], _NO_EVENTS)
         with sub_scope(f"{change.app_id}:sessions", change.version):

@@ -25,7 +25,8 @@ from pyspark.sql import functions as F
 
 from transforms.gold.corrections import correction_rows
 from warehouse.catalog import GOLD_CORRECTIONS, MONEY, user_sessions_table
-from warehouse.delta import MergeSpec, already_written, append_once, materialized, merge_changes_once, read_table
+from warehouse.delta import MergeSpec, already_written, append_once, materialized, merge_changes_once
+from warehouse.reads import Condition, read_where
 from warehouse.settings import Settings
 
 KEY = ["user_id", "session_start"]
@@ -40,11 +41,11 @@ def closing_sessions(
 ) -> DataFrame:
     """Stored sessions not final yet that ``watermark`` closes; ``open_after`` (an earlier watermark)
     bounds the search: every session it closed is final already."""
-    lateness = _micros(settings.windows.allowed_lateness_seconds)
-    still_open = read_table(spark, settings, user_sessions_table(settings)).where(~F.col("is_final"))
+    lateness = settings.windows.allowed_lateness
+    conditions: list[Condition] = [("is_final", "==", False), ("session_end", "<=", watermark - lateness)]
     if open_after is not None:
-        still_open = still_open.where(F.col("session_end") + lateness > F.lit(open_after))
-    return still_open.where(F.col("session_end") + lateness <= F.lit(watermark))
+        conditions.append(("session_end", ">", open_after - lateness))
+    return read_where(spark, settings, user_sessions_table(settings), conditions)
 
 
 def update_sessions(
@@ -71,11 +72,12 @@ def update_sessions(
         closes = after is not None and after != before
         if lo is None and not closes:
             return 0
-        stored = read_table(spark, settings, table)
         candidates = []
         if lo is not None:
             # The global bounds let Delta skip files; the per-user ones pick the sessions an event can join.
-            near = stored.where((F.col("session_end") >= F.lit(lo)) & (F.col("session_start") <= F.lit(hi) + gap))
+            near = read_where(
+                spark, settings, table, [("session_end", ">=", lo), ("session_start", "<=", hi + session_gap(settings))]
+            )
             candidates.append(
                 near.join(F.broadcast(bounds), "user_id")
                 .where((F.col("session_end") >= F.col("lo")) & (F.col("session_start") <= F.col("hi") + gap))
