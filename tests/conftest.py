@@ -16,14 +16,6 @@ from warehouse.settings import GOLD_OUTPUTS, Settings
 
 UNIT = Path(__file__).parent / "unit"
 
-# The JVMs the tests start in processes of their own (the CLI's, the Dagster runs') live for seconds of small
-# increments: the C1 compiler alone, as decision 26 advises for such runs. The optimizing compiler's threads
-# cost a `run --once` of 2,000 events about 60 s of CPU instead of 40, a `reconcile` 41 s instead of 21; the
-# code run is the same. The session below serves a whole worker, where the optimizing compiler pays off, and
-# is built without the flag. Set LAKEHOUSE_JVM_OPTIONS (even empty) to run every JVM with other options.
-SHORT_LIVED_JVM_OPTIONS = "-XX:TieredStopAtLevel=1"
-os.environ.setdefault("LAKEHOUSE_JVM_OPTIONS", SHORT_LIVED_JVM_OPTIONS)  # xdist's workers inherit it
-
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Everything under tests/unit/ is the ``unit`` tier (no JVM, no process, seconds in all)."""
@@ -54,10 +46,7 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
     os.environ.setdefault("LAKEHOUSE_DRIVER_MEMORY", "2g")
     from warehouse.session import spark_session
 
-    configured = Settings.from_env()
-    if configured.spark.jvm_options == SHORT_LIVED_JVM_OPTIONS:  # set above for the other JVMs, not this one
-        configured = replace(configured, spark=replace(configured.spark, jvm_options=""))
-    session = spark_session(configured)
+    session = spark_session(Settings.from_env())
     yield session
     session.stop()
 
