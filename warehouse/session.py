@@ -56,6 +56,9 @@ def spark_conf(settings: Settings, app_name: str = "lakehouse") -> dict[str, str
         # commits is cheap; the maintenance job compacts and cleans up.
         "spark.databricks.delta.properties.defaults.checkpointInterval": "100",
         "spark.sql.adaptive.enabled": "true",
+        # Each batch plans the same queries again, which compile a few hundred generated classes; Spark keeps
+        # 100, so by the next batch they were gone and were compiled again (decision 46).
+        "spark.sql.codegen.cache.maxEntries": "1000",
         # File listings (VACUUM's, the file source's) ran up to 10,000 tasks: 80 s for an empty table.
         "spark.sql.sources.parallelPartitionDiscovery.parallelism": str(max(2, settings.spark.shuffle_partitions)),
     }
