@@ -63,9 +63,11 @@ def read_where(
         skipping = [c for c in conditions if c[0] in bounded]
         after = [c for c in conditions if c[0] not in bounded]
         dataset = delta.to_pyarrow_dataset()
-        wanted = sorted({*names, *(column for column, _, _ in after)})
-        rows = dataset.head(limit + 1, columns=wanted, filter=_arrow_filter(skipping))
-        if rows.num_rows <= limit:
+        scan = _arrow_filter(skipping)
+        # Counted first (only the filtered columns are read), so many rows are never brought to Python.
+        if dataset.count_rows(filter=scan) <= limit:
+            wanted = sorted({*names, *(column for column, _, _ in after)})
+            rows = dataset.to_table(columns=wanted, filter=scan)
             if after:
                 rows = rows.filter(_arrow_filter(after))
             schema = StructType([table.schema[name] for name in names])
