@@ -19,7 +19,7 @@ pytestmark = pytest.mark.quick
 _AT = datetime(2026, 11, 25, 10, 0, tzinfo=UTC)
 
 
-def _sessions(settings: Settings) -> list[dict]:
+def _sessions() -> list[dict]:
     rows = []
     for n in range(40):
         start = _AT + timedelta(minutes=7 * n)
@@ -56,7 +56,7 @@ def test_both_readers_give_the_rows_python_picks(
 ) -> None:
     table = user_sessions_table(settings)
     ensure_table(spark, settings, table)
-    rows = _sessions(settings)
+    rows = _sessions()
     spark.createDataFrame(rows, table.schema).write.format("delta").mode("append").save(str(table.path(settings)))
 
     def holds(row: dict, column: str, operator: str, value: object) -> bool:
@@ -102,7 +102,7 @@ def test_a_column_without_bounds_in_the_log_filters_the_rows_read_not_the_files(
     # Written with bounds for the first column only: delta-rs alone would skip every file for a filter on
     # session_end (it reads a missing bound as "no row can match").
     table = user_sessions_table(settings)
-    rows = _sessions(settings)
+    rows = _sessions()
     arrow = spark.createDataFrame(rows, table.schema).toArrow()
     deltalake.write_deltalake(str(table.path(settings)), arrow, configuration={"delta.dataSkippingNumIndexedCols": "1"})
     stats = pa.table(deltalake.DeltaTable(str(table.path(settings))).get_add_actions(flatten=True))
