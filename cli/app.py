@@ -4,16 +4,16 @@ import json
 import os
 import sys
 import time
-from collections.abc import Callable
 from datetime import datetime, timedelta
-from functools import wraps
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 
-from cli import render
+from cli import render, servers
+from cli.common import console
+from cli.common import fails_in_one_line as _fails_in_one_line
+from cli.common import home_settings as _settings
 from warehouse.settings import Settings
 
 app = typer.Typer(
@@ -23,8 +23,6 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-console = Console()
-errors = Console(stderr=True)
 
 
 @app.callback()
@@ -38,32 +36,6 @@ def _options(
     Spark's own log lines go to LAKEHOUSE_HOME/logs/spark.log unless --verbose (or LAKEHOUSE_VERBOSE=1)."""
     if verbose:
         os.environ["LAKEHOUSE_VERBOSE"] = "1"
-
-
-def _fails_in_one_line(command: Callable[..., Any]) -> Callable[..., Any]:
-    """Turn any failure into one line on stderr and exit code 1 (Typer's own usage errors stay 2)."""
-
-    @wraps(command)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return command(*args, **kwargs)
-        except typer.Exit:
-            raise
-        except KeyboardInterrupt:
-            errors.print("lakehouse: interrupted", highlight=False)
-            raise typer.Exit(130) from None
-        except Exception as error:  # the contract: one line, non-zero exit
-            message = " ".join(str(error).split()) or type(error).__name__
-            sys.stderr.write(f"lakehouse: {message[:500]}\n")
-            raise typer.Exit(1) from None
-
-    return wrapper
-
-
-def _settings() -> Settings:
-    settings = Settings.from_env()
-    settings.ensure_home()
-    return settings
 
 
 @app.command()
@@ -507,62 +479,8 @@ def history(
     render.print_history(console, table.name, commits, limit)
 
 
-kafka_app = typer.Typer(
-    name="kafka",
-    help="A local single-node Kafka broker (KRaft) on 127.0.0.1, its data and logs under LAKEHOUSE_HOME/kafka.",
-    no_args_is_help=True,
-)
-app.add_typer(kafka_app)
-
-
-@kafka_app.command("up")
-@_fails_in_one_line
-def kafka_up() -> None:
-    """Start the broker (unless it runs), wait until it answers, create the topic if missing."""
-    from devtools.broker import up
-
-    settings = _settings()
-    host, port = settings.kafka.broker_address
-    with console.status(f"starting the Kafka broker on {host}:{port}"):
-        started = up(settings)
-    state = "started" if started else "already running"
-    console.print(
-        f"Kafka broker {state} on {host}:{port}; topic {settings.kafka.topic} ready "
-        f"(data and logs in {settings.kafka_dir})",
-        highlight=False,
-    )
-
-
-@kafka_app.command("down")
-@_fails_in_one_line
-def kafka_down() -> None:
-    """Stop the broker cleanly; fine when none runs."""
-    from devtools.broker import down
-
-    settings = _settings()
-    console.print("Kafka broker stopped" if down(settings) else "no Kafka broker was running", highlight=False)
-
-
-@kafka_app.command("status")
-@_fails_in_one_line
-def kafka_status(
-    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object only.")] = False,
-) -> None:
-    """The broker, its topics, partitions, end offsets and the lakehouse's lag per partition."""
-    from devtools.broker import broker_pid
-    from runtime.sources.kafka_client import topics
-
-    settings = _settings()
-    pid = broker_pid(settings)
-    try:
-        states = topics(settings, timeout=5)
-    except Exception:
-        states = None  # nothing answers
-    report = render.kafka_report(settings.kafka, pid, states)
-    if as_json:
-        sys.stdout.write(json.dumps(report, indent=2) + "\n")
-        return
-    render.print_kafka_status(console, report)
+app.add_typer(servers.kafka_app)
+app.add_typer(servers.cluster_app)
 
 
 def main() -> None:

@@ -18,6 +18,7 @@ import time
 import uuid
 from pathlib import Path
 
+from devtools.daemons import answers
 from runtime.sources.kafka_client import BrokerError, client_config, ensure_topic
 from warehouse.settings import Settings, SettingsError
 
@@ -48,14 +49,6 @@ def broker_pid(settings: Settings) -> int | None:
     if b"kafka.Kafka" in command and str(paths["config"]).encode() in command:
         return pid
     return None
-
-
-def _answers(host: str, port: int, timeout: float = 0.5) -> bool:
-    try:
-        with socket.create_connection((host, port), timeout=timeout):
-            return True
-    except OSError:
-        return False
 
 
 def _free_port(host: str) -> int:
@@ -169,7 +162,7 @@ def up(settings: Settings) -> bool:
     """
     host, port = settings.kafka.broker_address
     if broker_pid(settings) is None:
-        if _answers(host, port):
+        if answers(host, port):
             raise BrokerError(
                 f"{host}:{port} is already taken by another process (not this home's broker); "
                 "stop it or set LAKEHOUSE_KAFKA_BOOTSTRAP_SERVERS to a free port"
@@ -214,7 +207,7 @@ def _await_broker(settings: Settings) -> None:
     while True:
         if broker_pid(settings) is None:
             raise BrokerError(f"the Kafka broker exited while starting; see {paths['logs'] / 'server.log'}")
-        if _answers(host, port):
+        if answers(host, port):
             try:
                 admin.list_topics(timeout=2)
                 return

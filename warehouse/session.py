@@ -25,7 +25,7 @@ def spark_conf(settings: Settings, app_name: str = "lakehouse") -> dict[str, str
     """Every Spark setting of the lakehouse: the CLI's session and Dagster's PySparkResource both use it."""
     scratch = settings.home / "spark"
     return {
-        "spark.master": os.environ.get("LAKEHOUSE_SPARK_MASTER", "local[*]"),
+        "spark.master": settings.spark.master,
         "spark.app.name": app_name,
         "spark.jars": ",".join(str(j) for j in delta_jars(settings)),
         "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
@@ -36,8 +36,8 @@ def spark_conf(settings: Settings, app_name: str = "lakehouse") -> dict[str, str
         "spark.driver.memory": settings.spark.driver_memory,
         "spark.ui.enabled": str(settings.spark.ui).lower(),
         "spark.ui.showConsoleProgress": "false",
-        "spark.driver.bindAddress": "127.0.0.1",
-        "spark.driver.host": "127.0.0.1",
+        "spark.driver.bindAddress": settings.spark.driver_host,
+        "spark.driver.host": settings.spark.driver_host,
         # Spark's Python workers start this interpreter; without it they would pick python3 from PATH.
         "spark.pyspark.python": os.environ.get("PYSPARK_PYTHON", sys.executable),
         "spark.local.dir": str(scratch / "tmp"),
@@ -61,6 +61,19 @@ def spark_conf(settings: Settings, app_name: str = "lakehouse") -> dict[str, str
         "spark.sql.codegen.cache.maxEntries": "1000",
         # File listings (VACUUM's, the file source's) ran up to 10,000 tasks: 80 s for an empty table.
         "spark.sql.sources.parallelPartitionDiscovery.parallelism": str(max(2, settings.spark.shuffle_partitions)),
+        **_cluster_conf(settings),
+    }
+
+
+def _cluster_conf(settings: Settings) -> dict[str, str]:
+    """What an application asks of a standalone cluster (nothing in local mode, where the driver runs the tasks)."""
+    if not settings.spark.master.startswith("spark://"):
+        return {}
+    return {
+        "spark.cores.max": str(settings.spark.cores_max),
+        "spark.executor.memory": settings.spark.executor_memory,
+        # The executors parse the lines now: the same stack as the driver's for deeply nested JSON.
+        "spark.executor.extraJavaOptions": "-Xss8m",
     }
 
 

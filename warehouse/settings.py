@@ -96,6 +96,7 @@ POSITIVE_INT = _Kind(int, lambda v: _is_int(v) and v > 0, "be a positive whole n
 NON_NEGATIVE_INT = _Kind(
     int, lambda v: _is_int(v) and v >= 0, "be zero or a positive whole number", "be a whole number"
 )
+PORT = _Kind(int, lambda v: _is_int(v) and 1 <= v <= 65535, "be a port from 1 to 65535", "be a whole number")
 NICENESS = _Kind(int, lambda v: _is_int(v) and 0 <= v <= 19, "be a whole number from 0 to 19", "be a whole number")
 BOOLEAN = _Kind(lambda text: _TRUTH[text.lower()], lambda v: isinstance(v, bool), "be true or false")
 CRON = _Kind(
@@ -138,6 +139,7 @@ OPTIONAL_PATH = _Kind(
     _optional_path, lambda v: v is None or isinstance(v, Path), "be a path or none", blank_is_default=False
 )
 TEXT = _Kind(str, lambda v: isinstance(v, str), "be text")
+HOST = _pattern(r"[A-Za-z0-9_.\-]+", "be a host name or an IP address such as 127.0.0.1")
 SERVERS = _pattern(rf"{_SERVER}(,{_SERVER})*", "be host:port[,host:port…]")
 TOPIC = _pattern(r"[A-Za-z0-9._-]{1,249}", "be a Kafka topic name such as 'events'")
 OFFSETS = _pattern(r"(?s)earliest|latest|\{.*", "be earliest, latest or Spark's JSON offsets")
@@ -318,9 +320,17 @@ class StreamSettings(_Group):
     followers_niceness: int = field(default=10, metadata=_var("LAKEHOUSE_FOLLOWERS_NICENESS", NICENESS))
 
 
+#: ``local``, ``local[N]``, ``local[*]`` or a standalone master's ``spark://host:port``.
+SPARK_MASTER = _pattern(
+    r"local(\[(\*|[1-9][0-9]*)\])?|spark://[A-Za-z0-9_.\-]+:\d{1,5}",
+    "be local[*], local[N] or a standalone master such as spark://127.0.0.1:7077",
+)
+
+
 @dataclass(frozen=True)
 class SparkSettings(_Group):
-    """The Spark session and its driver JVM."""
+    """The Spark session and its driver JVM; on a standalone cluster (``master`` ``spark://…``) also what
+    each application asks of it."""
 
     shuffle_partitions: int = field(default=4, metadata=_var("LAKEHOUSE_SHUFFLE_PARTITIONS", POSITIVE_INT))
     driver_memory: str = field(default="4g", metadata=_var("LAKEHOUSE_DRIVER_MEMORY", MEMORY))
@@ -334,6 +344,34 @@ class SparkSettings(_Group):
     jvm_options: str = field(default="", metadata=_var("LAKEHOUSE_JVM_OPTIONS", TEXT))
     #: Spark's own log lines go to ``home/logs/spark.log``; verbose keeps them on the terminal too.
     verbose: bool = field(default=False, metadata=_var("LAKEHOUSE_VERBOSE", BOOLEAN))
+    master: str = field(default="local[*]", metadata=_var("LAKEHOUSE_SPARK_MASTER", SPARK_MASTER))
+    #: Where the driver listens and executors reach it: loopback unless the cluster spans hosts.
+    driver_host: str = field(default="127.0.0.1", metadata=_var("LAKEHOUSE_SPARK_DRIVER_HOST", HOST))
+    #: On a cluster, the cores one application takes at most, so a continuous run's two processes, a
+    #: reconcile and a Dagster run find cores beside each other (Spark's default is every core).
+    cores_max: int = field(default=2, metadata=_var("LAKEHOUSE_SPARK_CORES_MAX", POSITIVE_INT))
+    executor_memory: str = field(default="1g", metadata=_var("LAKEHOUSE_EXECUTOR_MEMORY", MEMORY))
+
+
+@dataclass(frozen=True)
+class ClusterSettings(_Group):
+    """The local Spark standalone cluster ``lakehouse cluster up`` starts on 127.0.0.1 (tests, the demo,
+    trying a cluster on one machine): a master and ``workers`` workers, each offering ``worker_cores``
+    task slots and ``worker_memory`` to executors."""
+
+    port: int = field(default=7077, metadata=_var("LAKEHOUSE_CLUSTER_PORT", PORT))
+    ui_port: int = field(default=8080, metadata=_var("LAKEHOUSE_CLUSTER_UI_PORT", PORT))
+    workers: int = field(default=2, metadata=_var("LAKEHOUSE_CLUSTER_WORKERS", POSITIVE_INT))
+    worker_cores: int = field(default=2, metadata=_var("LAKEHOUSE_CLUSTER_WORKER_CORES", POSITIVE_INT))
+    worker_memory: str = field(default="2g", metadata=_var("LAKEHOUSE_CLUSTER_WORKER_MEMORY", MEMORY))
+    start_timeout_seconds: int = field(
+        default=90, metadata=_var("LAKEHOUSE_CLUSTER_START_TIMEOUT_SECONDS", POSITIVE_INT)
+    )
+
+    @property
+    def master_url(self) -> str:
+        """The URL ``LAKEHOUSE_SPARK_MASTER`` takes to run on this cluster."""
+        return f"spark://127.0.0.1:{self.port}"
 
 
 @dataclass(frozen=True)
@@ -444,6 +482,7 @@ class Settings(_Group):
     watermarks: WatermarkSettings = field(default_factory=WatermarkSettings)
     streams: StreamSettings = field(default_factory=StreamSettings)
     spark: SparkSettings = field(default_factory=SparkSettings)
+    cluster: ClusterSettings = field(default_factory=ClusterSettings)
     schedules: ScheduleSettings = field(default_factory=ScheduleSettings)
     kafka: KafkaSettings = field(default_factory=KafkaSettings)
     quality: QualitySettings = field(default_factory=QualitySettings)
@@ -459,6 +498,7 @@ class Settings(_Group):
             watermarks=WatermarkSettings.from_env(env),
             streams=StreamSettings.from_env(env),
             spark=SparkSettings.from_env(env),
+            cluster=ClusterSettings.from_env(env),
             schedules=ScheduleSettings.from_env(env),
             kafka=KafkaSettings.from_env(env),
             quality=QualitySettings.from_env(env),
@@ -493,6 +533,11 @@ class Settings(_Group):
     @property
     def logs_dir(self) -> Path:
         return self.home / "logs"
+
+    @property
+    def cluster_dir(self) -> Path:
+        """The local standalone cluster's pids, logs and workers' scratch (``lakehouse cluster``)."""
+        return self.home / "cluster"
 
     @property
     def kafka_dir(self) -> Path:

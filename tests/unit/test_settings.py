@@ -16,6 +16,7 @@ from warehouse.settings import (
     DEFAULT_JARS_DIR,
     DEFAULT_KAFKA_BROKER_JARS_DIR,
     GOLD_OUTPUTS,
+    ClusterSettings,
     KafkaSettings,
     QualitySettings,
     ScheduleSettings,
@@ -28,7 +29,7 @@ from warehouse.settings import (
 )
 
 GROUPS = (Settings, WindowSettings, WatermarkSettings, StreamSettings, SparkSettings, ScheduleSettings)
-GROUPS += (KafkaSettings, QualitySettings)
+GROUPS += (ClusterSettings, KafkaSettings, QualitySettings)
 #: Every variable a field is read from.
 VARIABLES = {f.metadata["env"] for group in GROUPS for f in fields(group) if "env" in f.metadata}
 #: Variables any text is good for (paths, the JVM's options): they have no error line.
@@ -101,6 +102,17 @@ READINGS = [
     ("LAKEHOUSE_JVM_OPTIONS", " -Xss4m -XX:+UseG1GC ", "spark.jvm_options", "-Xss4m -XX:+UseG1GC"),
     ("LAKEHOUSE_VERBOSE", "1", "spark.verbose", True),
     ("LAKEHOUSE_VERBOSE", "false", "spark.verbose", False),
+    ("LAKEHOUSE_SPARK_MASTER", " spark://10.0.0.5:7077 ", "spark.master", "spark://10.0.0.5:7077"),
+    ("LAKEHOUSE_SPARK_MASTER", "local[3]", "spark.master", "local[3]"),
+    ("LAKEHOUSE_SPARK_DRIVER_HOST", "10.0.0.4", "spark.driver_host", "10.0.0.4"),
+    ("LAKEHOUSE_SPARK_CORES_MAX", "8", "spark.cores_max", 8),
+    ("LAKEHOUSE_EXECUTOR_MEMORY", "2G", "spark.executor_memory", "2g"),
+    ("LAKEHOUSE_CLUSTER_PORT", "17077", "cluster.port", 17077),
+    ("LAKEHOUSE_CLUSTER_UI_PORT", "18080", "cluster.ui_port", 18080),
+    ("LAKEHOUSE_CLUSTER_WORKERS", "3", "cluster.workers", 3),
+    ("LAKEHOUSE_CLUSTER_WORKER_CORES", "1", "cluster.worker_cores", 1),
+    ("LAKEHOUSE_CLUSTER_WORKER_MEMORY", "512m", "cluster.worker_memory", "512m"),
+    ("LAKEHOUSE_CLUSTER_START_TIMEOUT_SECONDS", "30", "cluster.start_timeout_seconds", 30),
     ("LAKEHOUSE_RECONCILE_CRON", " */5  * * * * ", "schedules.reconcile_cron", "*/5 * * * *"),
     ("LAKEHOUSE_MAINTENANCE_CRON", "0 3 1-7 * 1,3", "schedules.maintenance_cron", "0 3 1-7 * 1,3"),
     ("LAKEHOUSE_SWEEP_START_DATE", "2025-02-03", "schedules.sweep_start_date", date(2025, 2, 3)),
@@ -164,6 +176,18 @@ REFUSALS = [
     ("LAKEHOUSE_DRIVER_MEMORY", "g"),
     ("LAKEHOUSE_SPARK_UI", "maybe"),
     ("LAKEHOUSE_VERBOSE", "2"),
+    ("LAKEHOUSE_SPARK_MASTER", "yarn"),
+    ("LAKEHOUSE_SPARK_MASTER", "local[0]"),
+    ("LAKEHOUSE_SPARK_MASTER", "spark://host"),
+    ("LAKEHOUSE_SPARK_DRIVER_HOST", "a host"),
+    ("LAKEHOUSE_SPARK_CORES_MAX", "0"),
+    ("LAKEHOUSE_EXECUTOR_MEMORY", "lots"),
+    ("LAKEHOUSE_CLUSTER_PORT", "0"),
+    ("LAKEHOUSE_CLUSTER_UI_PORT", "65536"),
+    ("LAKEHOUSE_CLUSTER_WORKERS", "0"),
+    ("LAKEHOUSE_CLUSTER_WORKER_CORES", "-1"),
+    ("LAKEHOUSE_CLUSTER_WORKER_MEMORY", "2 GB"),
+    ("LAKEHOUSE_CLUSTER_START_TIMEOUT_SECONDS", "0"),
     ("LAKEHOUSE_RECONCILE_CRON", "hourly"),
     ("LAKEHOUSE_RECONCILE_CRON", "* * * *"),
     ("LAKEHOUSE_MAINTENANCE_CRON", "0 3 * * MON"),
@@ -322,7 +346,10 @@ def test_unset_or_blank_variables_keep_the_defaults() -> None:
         idle_max_advance_seconds=3600,
     )
     assert defaults.streams == StreamSettings("landing", 2, 50, 1_048_576, 10)
-    assert defaults.spark == SparkSettings(4, "4g", False, DEFAULT_JARS_DIR, DEFAULT_CLASS_ARCHIVE, "", False)
+    assert defaults.spark == SparkSettings(
+        4, "4g", False, DEFAULT_JARS_DIR, DEFAULT_CLASS_ARCHIVE, "", False, "local[*]", "127.0.0.1", 2, "1g"
+    )
+    assert defaults.cluster == ClusterSettings(7077, 8080, 2, 2, "2g", 90)
     assert defaults.schedules == ScheduleSettings("*/15 * * * *", "7 * * * *", date(2024, 1, 1), 168)
     assert defaults.kafka == KafkaSettings(
         "127.0.0.1:9092", "events", 3, "earliest", 200_000, 60, DEFAULT_KAFKA_BROKER_JARS_DIR, ()
@@ -433,6 +460,16 @@ INVALID_CHANGES = [
     (DEFAULTS.spark, {"class_archive": "a.jsa"}, "LAKEHOUSE_JVM_CLASS_ARCHIVE"),
     (DEFAULTS.spark, {"jvm_options": ["-Xss4m"]}, "LAKEHOUSE_JVM_OPTIONS"),
     (DEFAULTS.spark, {"verbose": 1}, "LAKEHOUSE_VERBOSE"),
+    (DEFAULTS.spark, {"master": "yarn"}, "LAKEHOUSE_SPARK_MASTER"),
+    (DEFAULTS.spark, {"driver_host": ""}, "LAKEHOUSE_SPARK_DRIVER_HOST"),
+    (DEFAULTS.spark, {"cores_max": 0}, "LAKEHOUSE_SPARK_CORES_MAX"),
+    (DEFAULTS.spark, {"executor_memory": 1}, "LAKEHOUSE_EXECUTOR_MEMORY"),
+    (DEFAULTS.cluster, {"port": 70000}, "LAKEHOUSE_CLUSTER_PORT"),
+    (DEFAULTS.cluster, {"ui_port": "8080"}, "LAKEHOUSE_CLUSTER_UI_PORT"),
+    (DEFAULTS.cluster, {"workers": 0}, "LAKEHOUSE_CLUSTER_WORKERS"),
+    (DEFAULTS.cluster, {"worker_cores": True}, "LAKEHOUSE_CLUSTER_WORKER_CORES"),
+    (DEFAULTS.cluster, {"worker_memory": "2"}, "LAKEHOUSE_CLUSTER_WORKER_MEMORY"),
+    (DEFAULTS.cluster, {"start_timeout_seconds": -5}, "LAKEHOUSE_CLUSTER_START_TIMEOUT_SECONDS"),
     (DEFAULTS.schedules, {"reconcile_cron": "hourly"}, "LAKEHOUSE_RECONCILE_CRON"),
     (DEFAULTS.schedules, {"maintenance_cron": "0 3 * * MON"}, "LAKEHOUSE_MAINTENANCE_CRON"),
     (DEFAULTS.schedules, {"sweep_start_date": "2024-01-01"}, "LAKEHOUSE_SWEEP_START_DATE"),
