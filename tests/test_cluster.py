@@ -3,21 +3,28 @@
 
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import replace
+from datetime import UTC, datetime
+from decimal import Decimal
 from pathlib import Path
 
 import pytest
 from deltalake import DeltaTable
+from pyspark.sql import SparkSession
 
 from devtools.synthetic import StreamSpec, generate_lines
+from runtime.runner import run_once, run_reconcile
 from tests.lines import land
 from tests.reference import landing_lines, window_totals
-from warehouse.catalog import user_spend_table
-from warehouse.settings import Settings
+from warehouse.catalog import BRONZE_EVENTS, kept_tables, user_spend_table
+from warehouse.delta import latest_version
+from warehouse.settings import GOLD_OUTPUTS, Settings
 
 pytestmark = [pytest.mark.system, pytest.mark.xdist_group("cluster")]
 
@@ -120,49 +127,130 @@ def test_a_taken_port_is_one_line(cluster: Cluster, tmp_path: Path) -> None:
     assert not list((tmp_path / "cluster").glob("*.pid"))
 
 
-def test_run_and_reconcile_on_the_cluster_give_the_reference(cluster: Cluster, tmp_path: Path) -> None:
-    """Duplicates, invalid lines, disorder and late events, landed in two parts, each `run --once` on the
-    cluster's executors, then `reconcile`: gold is the plain-Python reference's, every output on."""
-    home = tmp_path / "home"
+#: Per table, the columns that do not depend on when or in which batches a row was written (no processing
+#: times, batch numbers, revisions, or positions, which name the home's landing files): what the cluster
+#: and local mode must agree on.
+SAME_EVERYWHERE = {
+    "silver.events": ("event_id", "user_id", "event_time", "amount", "event_type", "url", "order_id"),
+    "silver.quarantine": ("raw", "reason"),
+    "silver.duplicates": ("event_id", "raw", "conflicting"),
+    "gold.user_spend_5m": ("user_id", "window_start", "window_end", "total_amount", "event_count", "is_final"),
+    "gold.user_spend_1h_hopping": ("user_id", "window_start", "window_end", "total_amount", "event_count"),
+    "gold.user_sessions": ("user_id", "session_start", "session_end", "total_amount", "event_count"),
+    "gold.user_spend_global": ("user_id", "event_count", "total_amount"),
+    "gold.order_payments": ("order_id", "user_id", "order_event_id", "payment_event_id", "status"),
+    "gold.unique_urls": ("user_id", "unique_urls", "window_end"),
+    "gold.fraud_alerts": ("user_id", "rule", "event_id", "triggering_event_ids"),
+}
+
+
+def _rows(settings: Settings, table: str) -> list[tuple]:
+    kept = {t.name: t for t in kept_tables(settings)}[table]
+    data = DeltaTable(str(kept.path(settings))).to_pyarrow_table(columns=list(SAME_EVERYWHERE[table]))
+    return sorted((tuple(str(value) for value in row.values()) for row in data.to_pylist()), key=repr)
+
+
+def _gold(settings: Settings) -> dict[tuple[str, datetime], tuple[Decimal, int]]:
+    rows = DeltaTable(str(user_spend_table(settings).path(settings))).to_pyarrow_table().to_pylist()
+    return {
+        (row["user_id"], row["window_start"].astimezone(UTC)): (row["total_amount"], row["event_count"]) for row in rows
+    }
+
+
+def _bronze_version(settings: Settings) -> int:
+    return latest_version(BRONZE_EVENTS.path(settings) / "_delta_log")
+
+
+def _run_once(cluster: Cluster, env: dict[str, str], kill_when: Callable[[], bool] | None = None) -> bool:
+    """``run --once``; with ``kill_when``, SIGKILL it the moment that holds. Returns whether it was killed."""
+    run = subprocess.Popen(
+        [LAKEHOUSE, "run", "--once"],
+        env={**os.environ, **cluster.env, **env},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 600
+    while kill_when is not None and run.poll() is None and time.monotonic() < deadline:
+        if kill_when():
+            run.kill()
+            run.communicate(timeout=60)
+            return True
+        time.sleep(0.2)
+    out, err = run.communicate(timeout=600)
+    assert run.returncode == 0, err or out
+    return False
+
+
+def test_on_the_cluster_nothing_is_lost_or_doubled_and_gold_is_the_reference_and_local_modes(
+    cluster: Cluster, spark: SparkSession, tmp_path: Path
+) -> None:
+    """Duplicates, invalid lines, disorder and late events landed in two parts. The first part's
+    `run --once` loses a worker (SIGKILL, its executor with it) mid-run; the second's driver is killed
+    (SIGKILL) once its first batch is in bronze and run again. Then `reconcile`, `validate` and `replay`, all
+    on the cluster: gold is the plain-Python reference's, and every table equals what local mode makes of
+    the same files, every output on."""
+    home = tmp_path / "cluster-home"
     settings = Settings.from_env({"LAKEHOUSE_HOME": str(home)})
-    spec = StreamSpec(
-        events=1500, users=12, rate=2.0, disorder_seconds=30, duplicate_fraction=0.05,
-        late_fraction=0.04, invalid_fraction=0.03, seed=11,
-    )  # fmt: skip
-    lines = list(generate_lines(spec))
     on_cluster = {
         "LAKEHOUSE_HOME": str(home),
         "LAKEHOUSE_SPARK_MASTER": cluster.master,
         "LAKEHOUSE_SPARK_CORES_MAX": "2",
     }
-    seen_applications: set[str] = set()
-    for part, chunk in enumerate((lines[: len(lines) // 2], lines[len(lines) // 2 :])):
-        land(settings, f"part{part}.jsonl", chunk)
-        run = subprocess.Popen(
-            [LAKEHOUSE, "run", "--once"],
-            env={**os.environ, **cluster.env, **on_cluster},
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        # While it runs, the master lists it as an application holding the workers' cores.
-        deadline = time.monotonic() + 300
-        while run.poll() is None and time.monotonic() < deadline:
-            seen_applications |= {app["name"] for app in cluster.status()["applications"] if app["cores"] > 0}
-            time.sleep(1)
-        out, err = run.communicate(timeout=600)
-        assert run.returncode == 0, err or out
-    assert "lakehouse" in seen_applications
+    spec = StreamSpec(
+        events=1500, users=12, rate=2.0, disorder_seconds=30, duplicate_fraction=0.05,
+        late_fraction=0.04, invalid_fraction=0.03, seed=11,
+    )  # fmt: skip
+    lines = list(generate_lines(spec))
+    parts = (lines[: len(lines) // 2], lines[len(lines) // 2 :])
 
-    reconcile = cluster.command("reconcile", **on_cluster)
-    assert reconcile.returncode == 0, reconcile.stderr
-    gold = DeltaTable(str(user_spend_table(settings).path(settings))).to_pyarrow_table().to_pylist()
-    measured = {(row["user_id"], row["window_start"]): (row["total_amount"], row["event_count"]) for row in gold}
-    expected = {
-        (user, start.replace(tzinfo=None)): totals
-        for (user, start), totals in window_totals(landing_lines(settings.landing_dir)).items()
-    }
-    assert {(u, s.replace(tzinfo=None)): v for (u, s), v in measured.items()} == expected
-    # The executors ran on the workers: each worker's scratch holds the application's executor folder.
+    # Part one: a worker dies while the run's executors work on both.
+    land(settings, "part0.jsonl", parts[0])
+    killed_worker: dict[str, int] = {}
+
+    def lose_a_worker() -> bool:
+        state = cluster.status()
+        busy = [w for w in state["workers"] if w["coresused"] > 0]
+        if len(busy) == 2 and _bronze_version(settings) >= 0 and not killed_worker:
+            killed_worker["pid"] = state["pids"]["worker-2"]
+            os.kill(killed_worker["pid"], signal.SIGKILL)
+        return False  # the run itself goes on
+
+    _run_once(cluster, on_cluster, lose_a_worker)
+    assert killed_worker, "the run ended before both workers were busy"
+    assert len([w for w in cluster.status()["workers"] if w["state"] == "ALIVE"]) == 1
+    restarted = cluster.command("cluster", "up")
+    assert restarted.returncode == 0 and "started" in restarted.stdout, restarted.stderr
+    assert [w["state"] for w in cluster.status()["workers"]].count("ALIVE") == 2
+
+    # Part two: the driver is killed mid-run, after its first batch reached bronze, then run again.
+    land(settings, "part1.jsonl", parts[1])
+    before = _bronze_version(settings)
+    assert _run_once(cluster, on_cluster, lambda: _bronze_version(settings) > before)
+    _run_once(cluster, on_cluster)
+
+    for command in (["reconcile"], ["validate"]):
+        result = cluster.command(*command, **on_cluster)
+        assert result.returncode == 0, result.stderr or result.stdout
+    expected = window_totals(landing_lines(settings.landing_dir))
+    assert _gold(settings) == expected
+
+    # The same files in local mode (this process's own local session), the same two runs.
+    local = replace(Settings.from_env(), home=tmp_path / "local-home", gold_outputs=frozenset(GOLD_OUTPUTS))
+    local.ensure_home()
+    for part, chunk in enumerate(parts):
+        land(local, f"part{part}.jsonl", chunk)
+        run_once(spark, local)
+    run_reconcile(spark, local)
+    for table in SAME_EVERYWHERE:
+        assert _rows(settings, table) == _rows(local, table), table
+
+    # Replay on the cluster rebuilds the same.
+    replay = cluster.command("replay", **on_cluster)
+    assert replay.returncode == 0, replay.stderr or replay.stdout
+    assert _gold(settings) == expected
+    for table in SAME_EVERYWHERE:
+        assert _rows(settings, table) == _rows(local, table), f"{table} after replay"
+    # The executors ran on the workers: each worker's scratch holds the applications' executor folders.
     executor_dirs = list((cluster.home / "cluster" / "work").glob("worker-*/app-*/*"))
     assert len({path.parts[-3] for path in executor_dirs}) == 2, executor_dirs
