@@ -18,6 +18,7 @@ import shutil
 import subprocess
 import time
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 
 import pyspark
@@ -82,6 +83,8 @@ def _environment(settings: Settings) -> dict[str, str]:
         SPARK_LOCAL_IP=_HOST,
         SPARK_LOG_DIR=str(settings.cluster_dir / "logs"),
         SPARK_WORKER_DIR=str(settings.cluster_dir / "work"),
+        # No REST submission server: it takes a fixed port (6066) and accepts jobs without authentication.
+        SPARK_MASTER_OPTS=f"{os.environ.get('SPARK_MASTER_OPTS', '')} -Dspark.master.rest.enabled=false".strip(),
     )
     return env
 
@@ -112,7 +115,7 @@ def master_state(settings: Settings, timeout: float = 2.0) -> dict | None:
         return None
 
 
-def _await(settings: Settings, what: str, ready) -> None:
+def _await(settings: Settings, what: str, ready: Callable[[], bool]) -> None:
     deadline = time.monotonic() + settings.cluster.start_timeout_seconds
     while not ready():
         if not any(running(pid) for pid in _started(settings)):

@@ -107,8 +107,9 @@ def test_cluster_up_starts_a_master_and_its_workers_on_loopback(cluster: Cluster
     assert all(state["pids"].values())
     # Every port the master and workers listen on is on 127.0.0.1 only.
     listening = [address for pid in state["pids"].values() for address in _listening(pid)]
-    assert len(listening) >= 5, listening  # the master's RPC, REST and UI ports, and each worker's two
+    assert len(listening) >= 4, listening  # the master's RPC and UI ports, and each worker's two
     assert {host for host, _ in listening} == {"127.0.0.1"}, listening
+    assert 6066 not in {port for _, port in listening}  # no REST submission server
     # A second `up` finds it running and starts nothing.
     again = cluster.command("cluster", "up")
     assert again.returncode == 0 and "already running" in again.stdout, again.stderr
@@ -254,3 +255,20 @@ def test_on_the_cluster_nothing_is_lost_or_doubled_and_gold_is_the_reference_and
     # The executors ran on the workers: each worker's scratch holds the applications' executor folders.
     executor_dirs = list((cluster.home / "cluster" / "work").glob("worker-*/app-*/*"))
     assert len({path.parts[-3] for path in executor_dirs}) == 2, executor_dirs
+
+
+def test_a_master_that_does_not_answer_is_one_line_at_once(tmp_path: Path) -> None:
+    """No cluster at the configured master: the command stops in one line before Spark retries for a minute."""
+    master = f"spark://127.0.0.1:{_free_port()}"
+    started = time.monotonic()
+    result = subprocess.run(
+        [LAKEHOUSE, "run", "--once"],
+        env={**os.environ, "LAKEHOUSE_HOME": str(tmp_path), "LAKEHOUSE_SPARK_MASTER": master},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 1
+    assert result.stderr.strip().count("\n") == 0, result.stderr
+    assert f"LAKEHOUSE_SPARK_MASTER={master}: nothing answers there" in result.stderr
+    assert time.monotonic() - started < 30

@@ -1,6 +1,7 @@
 """The one SparkSession factory: local Spark with Delta Lake, UTC session time, few shuffle partitions."""
 
 import os
+import socket
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -107,6 +108,7 @@ def spark_session(settings: Settings, app_name: str = "lakehouse") -> SparkSessi
     # Spark binds to 127.0.0.1 (spark_conf); saying so up front also silences its loopback-address warnings.
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     settings.ensure_home()
+    _check_master(settings.spark.master)
     builder = SparkSession.builder
     for key, value in spark_conf(settings, app_name).items():
         builder = builder.config(key, value)
@@ -114,6 +116,21 @@ def spark_session(settings: Settings, app_name: str = "lakehouse") -> SparkSessi
         spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
     return spark
+
+
+def _check_master(master: str) -> None:
+    """A standalone master that does not answer stops the command in one line at once (Spark itself would
+    retry for a minute, then fail with a stack trace)."""
+    if not master.startswith("spark://"):
+        return
+    host, _, port = master.removeprefix("spark://").rpartition(":")
+    try:
+        socket.create_connection((host, int(port)), timeout=5).close()
+    except OSError as error:
+        raise SettingsError(
+            f"LAKEHOUSE_SPARK_MASTER={master}: nothing answers there ({error.strerror or error}); "
+            "start a local cluster with `lakehouse cluster up`"
+        ) from None
 
 
 def spark_log(settings: Settings) -> Path:
