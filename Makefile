@@ -47,6 +47,7 @@ bench: setup
 	$(BIN)/python -m bench.reconcile
 	$(BIN)/python -m bench.files
 	$(BIN)/python -m bench.kafka
+	$(BIN)/python -m bench.cluster
 	$(BIN)/python -m bench.report
 
 clean-home:
