@@ -14,22 +14,16 @@ import argparse
 import json
 import os
 import shutil
-import socket
 import sys
 from datetime import UTC, datetime
 
 from bench.run import SEED, _environment, _lakehouse_command, _run, count_lines, landing_files, table_figures
+from devtools.daemons import free_port
 from warehouse.catalog import user_spend_table
 from warehouse.settings import REPO_ROOT, Settings
 
 RESULTS_PATH = REPO_ROOT / "bench" / "results" / "cluster.json"
 WORKERS, WORKER_CORES = 2, 1
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def main() -> None:
@@ -44,10 +38,10 @@ def main() -> None:
     root = REPO_ROOT / ".lakehouse" / f"bench-cluster-{stamp}"
     local_env = _environment(root / "local", args.files_per_trigger)
     cluster_env = _environment(root / "cluster", args.files_per_trigger)
-    port = _free_port()
+    port = free_port()
     cluster_env.update(
         LAKEHOUSE_CLUSTER_PORT=str(port),
-        LAKEHOUSE_CLUSTER_UI_PORT=str(_free_port()),
+        LAKEHOUSE_CLUSTER_UI_PORT=str(free_port()),
         LAKEHOUSE_CLUSTER_WORKERS=str(WORKERS),
         LAKEHOUSE_CLUSTER_WORKER_CORES=str(WORKER_CORES),
         LAKEHOUSE_CLUSTER_WORKER_MEMORY="2g",

@@ -87,9 +87,10 @@ def cluster_up() -> None:
         started = up(settings)
     console.print(
         f"Spark cluster {'started' if started else 'already running'}: {cluster.master_url}, "
-        f"{cluster.workers} workers of {cluster.worker_cores} cores and {cluster.worker_memory}; "
         f"UI http://127.0.0.1:{cluster.ui_port}\n"
-        f"run on it with LAKEHOUSE_SPARK_MASTER={cluster.master_url} (logs in {settings.cluster_dir / 'logs'})",
+        f"{cluster.workers} workers of {cluster.worker_cores} cores and {cluster.worker_memory}\n"
+        f"run on it with LAKEHOUSE_SPARK_MASTER={cluster.master_url}\n"
+        f"logs in {settings.cluster_dir / 'logs'}",
         highlight=False,
     )
 
@@ -121,7 +122,7 @@ def cluster_status(
     console.print(f"Spark master {report['master_url']} (UI {report['ui']})", highlight=False)
     for worker in report["workers"]:
         console.print(
-            f"  worker {worker['id']}: {worker['state']}, cores {worker['coresused']}/{worker['cores']}, "
+            f"  {worker['id']}: {worker['state']}, cores {worker['coresused']}/{worker['cores']}, "
             f"memory {worker['memoryused']}/{worker['memory']} MB",
             highlight=False,
         )

@@ -9,16 +9,13 @@ outlives it; ``down`` stops it with SIGTERM (a clean, controlled shutdown).
 """
 
 import base64
-import os
 import shutil
-import signal
-import socket
 import subprocess
 import time
 import uuid
 from pathlib import Path
 
-from devtools.daemons import answers
+from devtools.daemons import answers, free_port, live_pid, stop_process
 from runtime.sources.kafka_client import BrokerError, client_config, ensure_topic
 from warehouse.settings import Settings, SettingsError
 
@@ -41,20 +38,7 @@ def _paths(settings: Settings) -> dict[str, Path]:
 def broker_pid(settings: Settings) -> int | None:
     """The pid of this home's broker when it runs (its pid file names a live ``kafka.Kafka`` with our config)."""
     paths = _paths(settings)
-    try:
-        pid = int(paths["pid"].read_text().strip())
-        command = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-    except (FileNotFoundError, ValueError, ProcessLookupError):
-        return None
-    if b"kafka.Kafka" in command and str(paths["config"]).encode() in command:
-        return pid
-    return None
-
-
-def _free_port(host: str) -> int:
-    with socket.socket() as probe:
-        probe.bind((host, 0))
-        return int(probe.getsockname()[1])
+    return live_pid(paths["pid"], "kafka.Kafka", str(paths["config"]))
 
 
 def _cluster_id() -> str:
@@ -87,7 +71,7 @@ def _write_config(settings: Settings) -> None:
     host, port = settings.kafka.broker_address
     if paths["config"].exists():
         return
-    controller = _free_port(host)
+    controller = free_port(host)
     paths["config"].parent.mkdir(parents=True, exist_ok=True)
     paths["config"].write_text(
         "\n".join(
@@ -228,13 +212,6 @@ def down(settings: Settings) -> bool:
     if pid is None:
         _paths(settings)["pid"].unlink(missing_ok=True)
         return False
-    os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + _STOP_SECONDS
-    while broker_pid(settings) is not None and time.monotonic() < deadline:
-        time.sleep(0.2)
-    if broker_pid(settings) is not None:
-        os.kill(pid, signal.SIGKILL)
-        while broker_pid(settings) is not None:
-            time.sleep(0.1)
+    stop_process(pid, _STOP_SECONDS)
     _paths(settings)["pid"].unlink(missing_ok=True)
     return True

@@ -19,6 +19,13 @@ def answers(host: str, port: int, timeout: float = 0.5) -> bool:
         return False
 
 
+def free_port(host: str = "127.0.0.1") -> int:
+    """A port nothing listens on right now (the kernel's pick)."""
+    with socket.socket() as probe:
+        probe.bind((host, 0))
+        return int(probe.getsockname()[1])
+
+
 def live_pid(pid_file: Path, *markers: str) -> int | None:
     """The pid in ``pid_file`` when that process runs and its command line holds every marker (so a reused
     pid, or another home's daemon, is never taken for ours)."""

@@ -22,6 +22,7 @@ from devtools.synthetic import StreamSpec, generate_lines
 from runtime.runner import run_once, run_reconcile
 from tests.lines import land
 from tests.reference import landing_lines, window_totals
+from tests.ui_harness import free_port
 from warehouse.catalog import BRONZE_EVENTS, kept_tables, user_spend_table
 from warehouse.delta import latest_version
 from warehouse.settings import GOLD_OUTPUTS, Settings
@@ -29,12 +30,6 @@ from warehouse.settings import GOLD_OUTPUTS, Settings
 pytestmark = [pytest.mark.system, pytest.mark.xdist_group("cluster")]
 
 LAKEHOUSE = str(Path(sys.executable).parent / "lakehouse")
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def _listening(pid: int) -> list[tuple[str, int]]:
@@ -63,8 +58,8 @@ class Cluster:
         self.home = home
         self.env = {
             "LAKEHOUSE_HOME": str(home),
-            "LAKEHOUSE_CLUSTER_PORT": str(_free_port()),
-            "LAKEHOUSE_CLUSTER_UI_PORT": str(_free_port()),
+            "LAKEHOUSE_CLUSTER_PORT": str(free_port()),
+            "LAKEHOUSE_CLUSTER_UI_PORT": str(free_port()),
             "LAKEHOUSE_CLUSTER_WORKERS": "2",
             "LAKEHOUSE_CLUSTER_WORKER_CORES": "1",
             "LAKEHOUSE_CLUSTER_WORKER_MEMORY": "1g",
@@ -259,7 +254,7 @@ def test_on_the_cluster_nothing_is_lost_or_doubled_and_gold_is_the_reference_and
 
 def test_a_master_that_does_not_answer_is_one_line_at_once(tmp_path: Path) -> None:
     """No cluster at the configured master: the command stops in one line before Spark retries for a minute."""
-    master = f"spark://127.0.0.1:{_free_port()}"
+    master = f"spark://127.0.0.1:{free_port()}"
     started = time.monotonic()
     result = subprocess.run(
         [LAKEHOUSE, "run", "--once"],
