@@ -481,6 +481,7 @@ def history(
 
 app.add_typer(servers.kafka_app)
 app.add_typer(servers.cluster_app)
+app.add_typer(servers.postgres_app)
 
 
 def main() -> None:

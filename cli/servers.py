@@ -1,5 +1,6 @@
-"""``lakehouse kafka`` and ``lakehouse cluster``: the local servers a newcomer starts without installing
-anything (a Kafka broker, a Spark standalone cluster), on 127.0.0.1, their files under the home."""
+"""``lakehouse kafka``, ``cluster`` and ``postgres``: the local servers a newcomer starts without installing
+anything (a Kafka broker, a Spark standalone cluster, PostgreSQL for Dagster), on 127.0.0.1, their files under
+the home."""
 
 import json
 import sys
@@ -131,3 +132,59 @@ def cluster_status(
             f"  application {application['id']} {application['name']}: {application['cores']} cores",
             highlight=False,
         )
+
+
+postgres_app = typer.Typer(
+    name="postgres",
+    help="A local PostgreSQL on 127.0.0.1 for Dagster's instance storage (LAKEHOUSE_DAGSTER_STORAGE=postgres), "
+    "its files under LAKEHOUSE_HOME/postgres; the password comes from LAKEHOUSE_DAGSTER_PG_PASSWORD.",
+    no_args_is_help=True,
+)
+
+
+@postgres_app.command("up")
+@fails_in_one_line
+def postgres_up() -> None:
+    """Create the server once, start it (unless it runs) and Dagster's database."""
+    from devtools.postgres import up
+
+    settings = home_settings()
+    dagster = settings.dagster
+    with console.status(f"starting PostgreSQL on 127.0.0.1:{dagster.pg_port}"):
+        started = up(settings)
+    console.print(
+        f"PostgreSQL {'started' if started else 'already running'} on 127.0.0.1:{dagster.pg_port}, "
+        f"database {dagster.pg_database} for user {dagster.pg_user}\n"
+        "Dagster uses it with LAKEHOUSE_DAGSTER_STORAGE=postgres (make ui)\n"
+        f"data and log in {settings.postgres_dir}",
+        highlight=False,
+    )
+
+
+@postgres_app.command("down")
+@fails_in_one_line
+def postgres_down() -> None:
+    """Stop the server (open sessions are ended); fine when none runs."""
+    from devtools.postgres import down
+
+    console.print("PostgreSQL stopped" if down(home_settings()) else "no PostgreSQL was running", highlight=False)
+
+
+@postgres_app.command("status")
+@fails_in_one_line
+def postgres_status(
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object only.")] = False,
+) -> None:
+    """Whether this home's server runs, its address, database, user and folder (never the password)."""
+    from devtools.postgres import status
+
+    report = status(home_settings())
+    if as_json:
+        sys.stdout.write(json.dumps(report, indent=2) + "\n")
+        return
+    state = "running" if report["running"] else "not running"
+    console.print(
+        f"PostgreSQL {state} at {report['address']}: database {report['database']}, user {report['user']}\n"
+        f"folder {report['folder']}",
+        highlight=False,
+    )

@@ -16,14 +16,18 @@ java_major=$(java -version 2>&1 | sed -nE 's/.*version "([0-9]+).*/\1/p' | head 
 "$PYTHON" -c 'import sys; sys.exit(0 if sys.version_info[:2] == (3, 11) else 1)' \
   || fail "Python 3.11 is required, found $("$PYTHON" --version 2>&1)"
 
-# Debian's Chromium, driven by Playwright in the browser tests (never `playwright install`: it cannot download here).
-if [ ! -x /usr/bin/chromium ]; then
-  echo "setup: installing Debian's chromium (once)"
+# Debian's packages the tests drive: Chromium (through Playwright in the browser tests; never `playwright install`:
+# it cannot download here) and PostgreSQL's server (Dagster's instance storage in production, `lakehouse postgres`).
+packages=()
+[ -x /usr/bin/chromium ] || packages+=(chromium)
+ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || command -v initdb >/dev/null 2>&1 || packages+=(postgresql)
+if [ ${#packages[@]} -gt 0 ]; then
+  echo "setup: installing Debian's ${packages[*]} (once)"
   apt=(env DEBIAN_FRONTEND=noninteractive apt-get); [ "$(id -u)" -eq 0 ] || apt=(sudo "${apt[@]}")
   mkdir -p .cache
-  { "${apt[@]}" update -qq && "${apt[@]}" install -y -qq chromium; } >.cache/chromium-install.log 2>&1 \
-    && [ -x /usr/bin/chromium ] \
-    || fail "could not install Debian's chromium ('apt-get install -y chromium' failed; see .cache/chromium-install.log)"
+  { "${apt[@]}" update -qq && "${apt[@]}" install -y -qq "${packages[@]}"; } >.cache/apt-install.log 2>&1 \
+    && [ -x /usr/bin/chromium ] && { ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || command -v initdb >/dev/null; } \
+    || fail "could not install Debian's ${packages[*]} ('apt-get install -y ${packages[*]}' failed; see .cache/apt-install.log)"
 fi
 
 stamp_of() { cat pyproject.toml scripts/setup.sh | sha256sum | cut -d' ' -f1; }

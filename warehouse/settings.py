@@ -1,20 +1,50 @@
 """Settings: where the lakehouse lives and the event-time parameters every stream shares.
 
 Everything is read from the environment (``LAKEHOUSE_*``). The settings come in small frozen groups
-(``windows``, ``watermarks``, ``streams``, ``spark``, ``schedules``, ``kafka``, ``quality``) under
-:class:`Settings`; each field names its variable and its kind (:func:`_var`), which say how the variable is
-read and which values it allows. Every group checks itself when it is built, from the environment or by
-``dataclasses.replace``: a bad value stops with one readable line naming the variable (:class:`SettingsError`).
+(``windows``, ``watermarks``, ``streams``, ``spark``, ``cluster``, ``dagster``, ``schedules``, ``kafka``,
+``quality``) under :class:`Settings`; each field names its variable and its kind (``warehouse.setting_kinds``),
+which say how the variable is read and which values it allows. Every group checks itself when it is built, from
+the environment or by ``dataclasses.replace``: a bad value stops with one readable line naming the variable
+(:class:`SettingsError`).
 """
 
 import os
-import re
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, fields
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from datetime import date, timedelta
 from decimal import Decimal
 from pathlib import Path
-from typing import Any, Self
+from typing import Self
+
+from warehouse.setting_kinds import (
+    BOOLEAN,
+    CRON,
+    DATE,
+    DECIMAL,
+    HOST,
+    MEMORY,
+    NAMES,
+    NICENESS,
+    NON_NEGATIVE_INT,
+    OFFSETS,
+    OPTIONAL_PATH,
+    PATH,
+    PORT,
+    POSITIVE_INT,
+    RATE,
+    SERVERS,
+    SPARK_MASTER,
+    TEXT,
+    TOPIC,
+    Group,
+    Kind,
+    SettingsError,
+    choice,
+    names,
+    pattern,
+    read,
+    var,
+)
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_HOME = REPO_ROOT / ".lakehouse"
@@ -34,192 +64,53 @@ GOLD_OUTPUTS = ("hopping", "sessions", "global", "firings", "order_payments", "f
 DAY_MINUTES = 24 * 60
 
 
-class SettingsError(ValueError):
-    """A setting is missing or invalid; the message is one line naming the setting."""
-
-
-@dataclass(frozen=True)
-class _Kind:
-    """How one kind of setting is read from its variable's text (stripped) and which values it allows.
-
-    A value it does not allow stops with ``<VARIABLE> must <must>, got <value>``; text ``parse`` cannot read
-    (it raises ValueError, ArithmeticError or LookupError) says ``unreadable`` instead, when given.
-    """
-
-    parse: Callable[[str], Any]
-    ok: Callable[[Any], bool]
-    must: str
-    unreadable: str | None = None
-    #: What the message shows of the variable's raw text.
-    shown: Callable[[str], str] = lambda raw: raw
-    #: Whether a variable set to blank text keeps the default (else the blank text is parsed).
-    blank_is_default: bool = True
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _choice(choices: tuple[str, ...]) -> _Kind:
-    return _Kind(str, lambda v: v in choices, f"be one of {', '.join(choices)}", shown=str.strip)
-
-
-def _pattern(regex: str, must: str) -> _Kind:
-    return _Kind(str, lambda v: isinstance(v, str) and re.fullmatch(regex, v) is not None, must, shown=str.strip)
-
-
-def _names(text: str) -> tuple[str, ...]:
-    names = tuple(part.strip() for part in text.split(",") if part.strip())
-    if not names:
-        raise ValueError(text)
-    return names
-
-
 def _gold_outputs(text: str) -> frozenset[str]:
     if text in {"all", "none"}:
         return frozenset(GOLD_OUTPUTS if text == "all" else ())
-    names = frozenset(_names(text))
-    if names - set(GOLD_OUTPUTS):
+    chosen = frozenset(names(text))
+    if chosen - set(GOLD_OUTPUTS):
         raise ValueError(text)
-    return names
+    return chosen
 
 
-def _optional_path(text: str) -> Path | None:
-    """Set to blank text (or ``none``, ``off``), a path setting turns its feature off."""
-    return None if text.lower() in {"", "none", "off"} else Path(text).expanduser().resolve()
-
-
-_TRUTH = {"1": True, "true": True, "yes": True, "on": True, "0": False, "false": False, "no": False, "off": False}
-_SERVER = r"[A-Za-z0-9_.\-\[\]:]+:\d{1,5}"
-
-POSITIVE_INT = _Kind(int, lambda v: _is_int(v) and v > 0, "be a positive whole number", "be a whole number")
-NON_NEGATIVE_INT = _Kind(
-    int, lambda v: _is_int(v) and v >= 0, "be zero or a positive whole number", "be a whole number"
-)
-PORT = _Kind(int, lambda v: _is_int(v) and 1 <= v <= 65535, "be a port from 1 to 65535", "be a whole number")
-NICENESS = _Kind(int, lambda v: _is_int(v) and 0 <= v <= 19, "be a whole number from 0 to 19", "be a whole number")
-BOOLEAN = _Kind(lambda text: _TRUTH[text.lower()], lambda v: isinstance(v, bool), "be true or false")
-CRON = _Kind(
-    lambda text: " ".join(text.split()),
-    lambda v: isinstance(v, str) and len(v.split()) == 5 and all(re.fullmatch(r"[0-9*/,-]+", f) for f in v.split()),
-    "be a five-field cron expression such as '*/15 * * * *'",
-    shown=str.strip,
-)
-MEMORY = _Kind(
-    str.lower,
-    lambda v: isinstance(v, str) and re.fullmatch(r"[0-9]+[mg]", v) is not None,
-    "look like 512m or 4g",
-    shown=lambda raw: raw.strip().lower(),
-)
-DATE = _Kind(date.fromisoformat, lambda v: isinstance(v, date), "be a date like 2024-01-01")
-DECIMAL = _Kind(
-    Decimal,
-    lambda v: isinstance(v, Decimal) and v.is_finite(),
-    "be a finite decimal number",
-    "be a decimal number such as 1000000.00",
-)
-RATE = _Kind(
-    float,
-    lambda v: isinstance(v, int | float) and not isinstance(v, bool) and 0.0 <= v <= 1.0,
-    "be a fraction between 0 and 1 such as 0.05",
-)
-NAMES = _Kind(
-    _names,
-    lambda v: isinstance(v, tuple) and all(isinstance(n, str) and n.strip() for n in v),
-    "be a comma-separated list such as 'purchase,click'",
-)
-GOLD_OUTPUT_NAMES = _Kind(
+GOLD_OUTPUT_NAMES = Kind(
     _gold_outputs,
     lambda v: isinstance(v, frozenset) and v <= set(GOLD_OUTPUTS),
     f"be all, none or a comma-separated list of {', '.join(GOLD_OUTPUTS)}",
     shown=str.strip,
 )
-PATH = _Kind(lambda text: Path(text).expanduser().resolve(), lambda v: isinstance(v, Path), "be a path")
-OPTIONAL_PATH = _Kind(
-    _optional_path, lambda v: v is None or isinstance(v, Path), "be a path or none", blank_is_default=False
-)
-TEXT = _Kind(str, lambda v: isinstance(v, str), "be text")
-HOST = _pattern(r"[A-Za-z0-9_.\-]+", "be a host name or an IP address such as 127.0.0.1")
-SERVERS = _pattern(rf"{_SERVER}(,{_SERVER})*", "be host:port[,host:port…]")
-TOPIC = _pattern(r"[A-Za-z0-9._-]{1,249}", "be a Kafka topic name such as 'events'")
-OFFSETS = _pattern(r"(?s)earliest|latest|\{.*", "be earliest, latest or Spark's JSON offsets")
-
-
-def _read(env: Mapping[str, str], name: str, kind: _Kind, default: Any) -> Any:
-    """The value of the variable ``name``: ``default`` when unset (or blank), else its text read and checked."""
-    raw = env.get(name)
-    if raw is None or (kind.blank_is_default and not raw.strip()):
-        return default
-    try:
-        value = kind.parse(raw.strip())
-    except (ValueError, ArithmeticError, LookupError):
-        raise SettingsError(f"{name} must {kind.unreadable or kind.must}, got {kind.shown(raw)!r}") from None
-    if not kind.ok(value):
-        raise SettingsError(f"{name} must {kind.must}, got {kind.shown(raw)!r}")
-    return value
-
-
-def _var(name: str, kind: _Kind) -> dict[str, Any]:
-    """A field's metadata: it is read from the variable ``name`` as ``kind`` says, and checked whenever its
-    group is built."""
-    return {"env": name, "kind": kind}
-
-
-class _Group:
-    """A group of settings: its fields whose metadata is :func:`_var` are read by ``from_env`` and checked on
-    construction (``__post_init__``, which groups extend with their rules across fields)."""
-
-    def __post_init__(self) -> None:
-        for f in fields(self):
-            value = getattr(self, f.name)
-            if "env" in f.metadata and not f.metadata["kind"].ok(value):
-                raise SettingsError(f"{f.metadata['env']} must {f.metadata['kind'].must}, got {value!r}")
-
-    @classmethod
-    def _read_fields(cls, env: Mapping[str, str], **defaults: Any) -> dict[str, Any]:
-        """The fields read from their variables, unset ones at their default (or the one given here)."""
-        return {
-            f.name: _read(env, f.metadata["env"], f.metadata["kind"], defaults.get(f.name, f.default))
-            for f in fields(cls)
-            if "env" in f.metadata
-        }
-
-    @classmethod
-    def from_env(cls, env: Mapping[str, str]) -> Self:
-        """Read and check the group's variables; unset ones keep their defaults."""
-        return cls(**cls._read_fields(env))
 
 
 @dataclass(frozen=True)
-class WindowSettings(_Group):
+class WindowSettings(Group):
     """The gold windows and their firings.
 
     Gold windows are tumbling ``minutes`` long and aligned to the UTC epoch; a window is closed (final) once the
     watermark (:class:`WatermarkSettings`) has passed ``window_end + allowed_lateness``.
     """
 
-    minutes: int = field(default=5, metadata=_var("LAKEHOUSE_WINDOW_MINUTES", POSITIVE_INT))
+    minutes: int = field(default=5, metadata=var("LAKEHOUSE_WINDOW_MINUTES", POSITIVE_INT))
     #: Hopping windows (``gold.user_spend_<size>_hopping``): ``hopping_size_minutes`` long, a new one every
     #: ``hopping_slide_minutes``; sums of whole tumbling windows, so the slide is a multiple of them. Unset, they
     #: follow a longer tumbling window (slide = it, size = the hour rounded up to it): see :meth:`from_env`.
-    hopping_size_minutes: int = field(default=60, metadata=_var("LAKEHOUSE_HOPPING_SIZE_MINUTES", POSITIVE_INT))
-    hopping_slide_minutes: int = field(default=5, metadata=_var("LAKEHOUSE_HOPPING_SLIDE_MINUTES", POSITIVE_INT))
+    hopping_size_minutes: int = field(default=60, metadata=var("LAKEHOUSE_HOPPING_SIZE_MINUTES", POSITIVE_INT))
+    hopping_slide_minutes: int = field(default=5, metadata=var("LAKEHOUSE_HOPPING_SLIDE_MINUTES", POSITIVE_INT))
     #: Session windows (``gold.user_sessions``): events at most this far apart form one session.
-    session_gap_minutes: int = field(default=30, metadata=_var("LAKEHOUSE_SESSION_GAP_MINUTES", POSITIVE_INT))
+    session_gap_minutes: int = field(default=30, metadata=var("LAKEHOUSE_SESSION_GAP_MINUTES", POSITIVE_INT))
     #: Global windows (``gold.user_spend_global``): per user, one window over all of time whose count trigger
     #: fires every ``global_trigger_count`` events.
-    global_trigger_count: int = field(default=100, metadata=_var("LAKEHOUSE_GLOBAL_TRIGGER_COUNT", POSITIVE_INT))
+    global_trigger_count: int = field(default=100, metadata=var("LAKEHOUSE_GLOBAL_TRIGGER_COUNT", POSITIVE_INT))
     #: What ``gold.user_spend_<n>m_firings`` emits: ``early`` (every micro-batch that changes a window, partial
     #: results marked non-final, at the streams' trigger cadence) or ``watermark`` (one on-time result when the
     #: watermark closes the window, then late firings); each firing as ``accumulating`` (the window's value),
     #: ``discarding`` (only the change since the previous firing) or ``retracting`` (the previous value
     #: retracted, then the new one).
-    firing_trigger: str = field(default="early", metadata=_var("LAKEHOUSE_FIRING_TRIGGER", _choice(FIRING_TRIGGERS)))
+    firing_trigger: str = field(default="early", metadata=var("LAKEHOUSE_FIRING_TRIGGER", choice(FIRING_TRIGGERS)))
     accumulation: str = field(
-        default="accumulating", metadata=_var("LAKEHOUSE_ACCUMULATION", _choice(ACCUMULATION_MODES))
+        default="accumulating", metadata=var("LAKEHOUSE_ACCUMULATION", choice(ACCUMULATION_MODES))
     )
     allowed_lateness_seconds: int = field(
-        default=60, metadata=_var("LAKEHOUSE_ALLOWED_LATENESS_SECONDS", NON_NEGATIVE_INT)
+        default=60, metadata=var("LAKEHOUSE_ALLOWED_LATENESS_SECONDS", NON_NEGATIVE_INT)
     )
 
     def __post_init__(self) -> None:
@@ -242,7 +133,7 @@ class WindowSettings(_Group):
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> Self:
-        minutes = _read(env, "LAKEHOUSE_WINDOW_MINUTES", POSITIVE_INT, cls.minutes)
+        minutes = read(env, "LAKEHOUSE_WINDOW_MINUTES", POSITIVE_INT, cls.minutes)
         # Unset, the hopping windows follow a longer tumbling window: slide = it, size = the hour rounded up.
         slide = cls.hopping_slide_minutes if cls.hopping_slide_minutes % minutes == 0 else minutes
         size = -(-cls.hopping_size_minutes // slide) * slide
@@ -259,7 +150,7 @@ class WindowSettings(_Group):
 
 
 @dataclass(frozen=True)
-class WatermarkSettings(_Group):
+class WatermarkSettings(Group):
     """How the windowing stream's watermark moves (``LAKEHOUSE_WATERMARK_*``).
 
     - ``policy="fixed"``: watermark = max event time seen - ``delay_seconds``.
@@ -275,17 +166,15 @@ class WatermarkSettings(_Group):
     The watermark never moves back, whatever the policy.
     """
 
-    delay_seconds: int = field(default=120, metadata=_var("LAKEHOUSE_WATERMARK_DELAY_SECONDS", NON_NEGATIVE_INT))
-    policy: str = field(default="fixed", metadata=_var("LAKEHOUSE_WATERMARK_POLICY", _choice(("fixed", "adaptive"))))
-    percentile: float = field(default=0.99, metadata=_var("LAKEHOUSE_WATERMARK_PERCENTILE", RATE))
-    horizon_seconds: int = field(default=3600, metadata=_var("LAKEHOUSE_WATERMARK_HORIZON_SECONDS", POSITIVE_INT))
-    min_delay_seconds: int = field(default=10, metadata=_var("LAKEHOUSE_WATERMARK_MIN_DELAY_SECONDS", NON_NEGATIVE_INT))
-    max_delay_seconds: int = field(
-        default=900, metadata=_var("LAKEHOUSE_WATERMARK_MAX_DELAY_SECONDS", NON_NEGATIVE_INT)
-    )
-    idle_seconds: int = field(default=0, metadata=_var("LAKEHOUSE_WATERMARK_IDLE_SECONDS", NON_NEGATIVE_INT))
+    delay_seconds: int = field(default=120, metadata=var("LAKEHOUSE_WATERMARK_DELAY_SECONDS", NON_NEGATIVE_INT))
+    policy: str = field(default="fixed", metadata=var("LAKEHOUSE_WATERMARK_POLICY", choice(("fixed", "adaptive"))))
+    percentile: float = field(default=0.99, metadata=var("LAKEHOUSE_WATERMARK_PERCENTILE", RATE))
+    horizon_seconds: int = field(default=3600, metadata=var("LAKEHOUSE_WATERMARK_HORIZON_SECONDS", POSITIVE_INT))
+    min_delay_seconds: int = field(default=10, metadata=var("LAKEHOUSE_WATERMARK_MIN_DELAY_SECONDS", NON_NEGATIVE_INT))
+    max_delay_seconds: int = field(default=900, metadata=var("LAKEHOUSE_WATERMARK_MAX_DELAY_SECONDS", NON_NEGATIVE_INT))
+    idle_seconds: int = field(default=0, metadata=var("LAKEHOUSE_WATERMARK_IDLE_SECONDS", NON_NEGATIVE_INT))
     idle_max_advance_seconds: int = field(
-        default=3600, metadata=_var("LAKEHOUSE_WATERMARK_IDLE_MAX_ADVANCE_SECONDS", NON_NEGATIVE_INT)
+        default=3600, metadata=var("LAKEHOUSE_WATERMARK_IDLE_MAX_ADVANCE_SECONDS", NON_NEGATIVE_INT)
     )
 
     def __post_init__(self) -> None:
@@ -303,69 +192,62 @@ class WatermarkSettings(_Group):
 
 
 @dataclass(frozen=True)
-class StreamSettings(_Group):
+class StreamSettings(Group):
     """Where the streams read and at what cadence."""
 
     #: Where ``run`` reads bronze's lines by default: ``landing`` or ``kafka``.
-    source: str = field(default="landing", metadata=_var("LAKEHOUSE_SOURCE", _choice(("landing", "kafka"))))
-    trigger_interval_seconds: int = field(default=2, metadata=_var("LAKEHOUSE_TRIGGER_INTERVAL_SECONDS", POSITIVE_INT))
-    max_files_per_trigger: int = field(default=50, metadata=_var("LAKEHOUSE_MAX_FILES_PER_TRIGGER", POSITIVE_INT))
+    source: str = field(default="landing", metadata=var("LAKEHOUSE_SOURCE", choice(("landing", "kafka"))))
+    trigger_interval_seconds: int = field(default=2, metadata=var("LAKEHOUSE_TRIGGER_INTERVAL_SECONDS", POSITIVE_INT))
+    max_files_per_trigger: int = field(default=50, metadata=var("LAKEHOUSE_MAX_FILES_PER_TRIGGER", POSITIVE_INT))
     #: A received line longer than this many bytes is kept in bronze and quarantined (``line_too_long``)
     #: without being parsed: what one line may cost the parser is bounded.
-    max_line_bytes: int = field(default=1_048_576, metadata=_var("LAKEHOUSE_MAX_LINE_BYTES", POSITIVE_INT))
+    max_line_bytes: int = field(default=1_048_576, metadata=var("LAKEHOUSE_MAX_LINE_BYTES", POSITIVE_INT))
     #: Stream progress rows are appended to ops.stream_progress at most this often (and when a run ends).
-    progress_flush_seconds: int = field(default=10, metadata=_var("LAKEHOUSE_PROGRESS_FLUSH_SECONDS", POSITIVE_INT))
+    progress_flush_seconds: int = field(default=10, metadata=var("LAKEHOUSE_PROGRESS_FLUSH_SECONDS", POSITIVE_INT))
     #: A continuous run's followers (fraud alerts, derived windows, the join, distinct URLs) run in a process of
     #: their own at this CPU niceness (``nice``; 0: the same priority as the critical path's process).
-    followers_niceness: int = field(default=10, metadata=_var("LAKEHOUSE_FOLLOWERS_NICENESS", NICENESS))
-
-
-#: ``local``, ``local[N]``, ``local[*]`` or a standalone master's ``spark://host:port``.
-SPARK_MASTER = _pattern(
-    r"local(\[(\*|[1-9][0-9]*)\])?|spark://[A-Za-z0-9_.\-]+:\d{1,5}",
-    "be local[*], local[N] or a standalone master such as spark://127.0.0.1:7077",
-)
+    followers_niceness: int = field(default=10, metadata=var("LAKEHOUSE_FOLLOWERS_NICENESS", NICENESS))
 
 
 @dataclass(frozen=True)
-class SparkSettings(_Group):
+class SparkSettings(Group):
     """The Spark session and its driver JVM; on a standalone cluster (``master`` ``spark://…``) also what
     each application asks of it."""
 
-    shuffle_partitions: int = field(default=4, metadata=_var("LAKEHOUSE_SHUFFLE_PARTITIONS", POSITIVE_INT))
-    driver_memory: str = field(default="4g", metadata=_var("LAKEHOUSE_DRIVER_MEMORY", MEMORY))
-    ui: bool = field(default=False, metadata=_var("LAKEHOUSE_SPARK_UI", BOOLEAN))
-    jars_dir: Path = field(default=DEFAULT_JARS_DIR, metadata=_var("LAKEHOUSE_JARS_DIR", PATH))
+    shuffle_partitions: int = field(default=4, metadata=var("LAKEHOUSE_SHUFFLE_PARTITIONS", POSITIVE_INT))
+    driver_memory: str = field(default="4g", metadata=var("LAKEHOUSE_DRIVER_MEMORY", MEMORY))
+    ui: bool = field(default=False, metadata=var("LAKEHOUSE_SPARK_UI", BOOLEAN))
+    jars_dir: Path = field(default=DEFAULT_JARS_DIR, metadata=var("LAKEHOUSE_JARS_DIR", PATH))
     #: The driver JVM starts from this class-data archive when it exists (None: never).
     class_archive: Path | None = field(
-        default=DEFAULT_CLASS_ARCHIVE, metadata=_var("LAKEHOUSE_JVM_CLASS_ARCHIVE", OPTIONAL_PATH)
+        default=DEFAULT_CLASS_ARCHIVE, metadata=var("LAKEHOUSE_JVM_CLASS_ARCHIVE", OPTIONAL_PATH)
     )
     #: Extra options for the driver JVM, e.g. ``-Xss4m``.
-    jvm_options: str = field(default="", metadata=_var("LAKEHOUSE_JVM_OPTIONS", TEXT))
+    jvm_options: str = field(default="", metadata=var("LAKEHOUSE_JVM_OPTIONS", TEXT))
     #: Spark's own log lines go to ``home/logs/spark.log``; verbose keeps them on the terminal too.
-    verbose: bool = field(default=False, metadata=_var("LAKEHOUSE_VERBOSE", BOOLEAN))
-    master: str = field(default="local[*]", metadata=_var("LAKEHOUSE_SPARK_MASTER", SPARK_MASTER))
+    verbose: bool = field(default=False, metadata=var("LAKEHOUSE_VERBOSE", BOOLEAN))
+    master: str = field(default="local[*]", metadata=var("LAKEHOUSE_SPARK_MASTER", SPARK_MASTER))
     #: Where the driver listens and executors reach it: loopback unless the cluster spans hosts.
-    driver_host: str = field(default="127.0.0.1", metadata=_var("LAKEHOUSE_SPARK_DRIVER_HOST", HOST))
+    driver_host: str = field(default="127.0.0.1", metadata=var("LAKEHOUSE_SPARK_DRIVER_HOST", HOST))
     #: On a cluster, the cores one application takes at most, so a continuous run's two processes, a
     #: reconcile and a Dagster run find cores beside each other (Spark's default is every core).
-    cores_max: int = field(default=2, metadata=_var("LAKEHOUSE_SPARK_CORES_MAX", POSITIVE_INT))
-    executor_memory: str = field(default="1g", metadata=_var("LAKEHOUSE_EXECUTOR_MEMORY", MEMORY))
+    cores_max: int = field(default=2, metadata=var("LAKEHOUSE_SPARK_CORES_MAX", POSITIVE_INT))
+    executor_memory: str = field(default="1g", metadata=var("LAKEHOUSE_EXECUTOR_MEMORY", MEMORY))
 
 
 @dataclass(frozen=True)
-class ClusterSettings(_Group):
+class ClusterSettings(Group):
     """The local Spark standalone cluster ``lakehouse cluster up`` starts on 127.0.0.1 (tests, the demo,
     trying a cluster on one machine): a master and ``workers`` workers, each offering ``worker_cores``
     task slots and ``worker_memory`` to executors."""
 
-    port: int = field(default=7077, metadata=_var("LAKEHOUSE_CLUSTER_PORT", PORT))
-    ui_port: int = field(default=8080, metadata=_var("LAKEHOUSE_CLUSTER_UI_PORT", PORT))
-    workers: int = field(default=2, metadata=_var("LAKEHOUSE_CLUSTER_WORKERS", POSITIVE_INT))
-    worker_cores: int = field(default=2, metadata=_var("LAKEHOUSE_CLUSTER_WORKER_CORES", POSITIVE_INT))
-    worker_memory: str = field(default="2g", metadata=_var("LAKEHOUSE_CLUSTER_WORKER_MEMORY", MEMORY))
+    port: int = field(default=7077, metadata=var("LAKEHOUSE_CLUSTER_PORT", PORT))
+    ui_port: int = field(default=8080, metadata=var("LAKEHOUSE_CLUSTER_UI_PORT", PORT))
+    workers: int = field(default=2, metadata=var("LAKEHOUSE_CLUSTER_WORKERS", POSITIVE_INT))
+    worker_cores: int = field(default=2, metadata=var("LAKEHOUSE_CLUSTER_WORKER_CORES", POSITIVE_INT))
+    worker_memory: str = field(default="2g", metadata=var("LAKEHOUSE_CLUSTER_WORKER_MEMORY", MEMORY))
     start_timeout_seconds: int = field(
-        default=90, metadata=_var("LAKEHOUSE_CLUSTER_START_TIMEOUT_SECONDS", POSITIVE_INT)
+        default=90, metadata=var("LAKEHOUSE_CLUSTER_START_TIMEOUT_SECONDS", POSITIVE_INT)
     )
 
     @property
@@ -374,43 +256,70 @@ class ClusterSettings(_Group):
         return f"spark://127.0.0.1:{self.port}"
 
 
+#: Dagster's instance storage takes its PostgreSQL password from this variable: ``dagster.yaml`` names it
+#: (``env:``), so the password is never written to a file, printed or held in the settings.
+DAGSTER_PG_PASSWORD_VARIABLE = "LAKEHOUSE_DAGSTER_PG_PASSWORD"
+IDENTIFIER = pattern(r"[a-z_][a-z0-9_]{0,62}", "be a lower-case SQL name such as 'dagster'")
+
+
 @dataclass(frozen=True)
-class ScheduleSettings(_Group):
+class DagsterSettings(Group):
+    """Where the Dagster instance keeps runs, event logs and schedules: SQLite files under ``DAGSTER_HOME``
+    (``sqlite``, the embedded default, one host) or a PostgreSQL database every host reaches (``postgres``,
+    production: webserver, daemon and runs on different hosts). ``pg_dir`` is where ``lakehouse postgres up``
+    keeps a local server for tests and trying it (default ``LAKEHOUSE_HOME/postgres``)."""
+
+    storage: str = field(default="sqlite", metadata=var("LAKEHOUSE_DAGSTER_STORAGE", choice(("sqlite", "postgres"))))
+    pg_host: str = field(default="127.0.0.1", metadata=var("LAKEHOUSE_DAGSTER_PG_HOST", HOST))
+    pg_port: int = field(default=5432, metadata=var("LAKEHOUSE_DAGSTER_PG_PORT", PORT))
+    pg_database: str = field(default="dagster", metadata=var("LAKEHOUSE_DAGSTER_PG_DATABASE", IDENTIFIER))
+    pg_user: str = field(default="dagster", metadata=var("LAKEHOUSE_DAGSTER_PG_USER", IDENTIFIER))
+    pg_dir: Path | None = field(default=None, metadata=var("LAKEHOUSE_DAGSTER_PG_DIR", OPTIONAL_PATH))
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> Self:
+        settings = super().from_env(env)
+        if settings.storage == "postgres" and not env.get(DAGSTER_PG_PASSWORD_VARIABLE, "").strip():
+            raise SettingsError(
+                f"{DAGSTER_PG_PASSWORD_VARIABLE} must be set when LAKEHOUSE_DAGSTER_STORAGE=postgres "
+                "(the database password, read from the environment only)"
+            )
+        return settings
+
+
+@dataclass(frozen=True)
+class ScheduleSettings(Group):
     """The Dagster schedules: reconciliation, and maintenance (OPTIMIZE small files, VACUUM files unreferenced
     for ``vacuum_retention_hours``); the daily sweep's partitions start at ``sweep_start_date``. Gold's
     freshness policy in Dagster fails an asset not materialized for ``gold_freshness_seconds``."""
 
-    reconcile_cron: str = field(default="*/15 * * * *", metadata=_var("LAKEHOUSE_RECONCILE_CRON", CRON))
-    maintenance_cron: str = field(default="7 * * * *", metadata=_var("LAKEHOUSE_MAINTENANCE_CRON", CRON))
-    sweep_start_date: date = field(default=date(2024, 1, 1), metadata=_var("LAKEHOUSE_SWEEP_START_DATE", DATE))
-    vacuum_retention_hours: int = field(
-        default=168, metadata=_var("LAKEHOUSE_VACUUM_RETENTION_HOURS", NON_NEGATIVE_INT)
-    )
-    gold_freshness_seconds: int = field(default=300, metadata=_var("LAKEHOUSE_GOLD_FRESHNESS_SECONDS", POSITIVE_INT))
+    reconcile_cron: str = field(default="*/15 * * * *", metadata=var("LAKEHOUSE_RECONCILE_CRON", CRON))
+    maintenance_cron: str = field(default="7 * * * *", metadata=var("LAKEHOUSE_MAINTENANCE_CRON", CRON))
+    sweep_start_date: date = field(default=date(2024, 1, 1), metadata=var("LAKEHOUSE_SWEEP_START_DATE", DATE))
+    vacuum_retention_hours: int = field(default=168, metadata=var("LAKEHOUSE_VACUUM_RETENTION_HOURS", NON_NEGATIVE_INT))
+    gold_freshness_seconds: int = field(default=300, metadata=var("LAKEHOUSE_GOLD_FRESHNESS_SECONDS", POSITIVE_INT))
 
 
 @dataclass(frozen=True)
-class KafkaSettings(_Group):
+class KafkaSettings(Group):
     """Where the Kafka source reads and the local broker listens (``LAKEHOUSE_KAFKA_*``).
 
     ``options`` are client settings for an external cluster (SASL, TLS, …) taken only from the
     environment; they may hold secrets, so nothing prints them (``redacted``).
     """
 
-    bootstrap_servers: str = field(
-        default="127.0.0.1:9092", metadata=_var("LAKEHOUSE_KAFKA_BOOTSTRAP_SERVERS", SERVERS)
-    )
-    topic: str = field(default="events", metadata=_var("LAKEHOUSE_KAFKA_TOPIC", TOPIC))
-    partitions: int = field(default=3, metadata=_var("LAKEHOUSE_KAFKA_PARTITIONS", POSITIVE_INT))
-    starting_offsets: str = field(default="earliest", metadata=_var("LAKEHOUSE_KAFKA_STARTING_OFFSETS", OFFSETS))
+    bootstrap_servers: str = field(default="127.0.0.1:9092", metadata=var("LAKEHOUSE_KAFKA_BOOTSTRAP_SERVERS", SERVERS))
+    topic: str = field(default="events", metadata=var("LAKEHOUSE_KAFKA_TOPIC", TOPIC))
+    partitions: int = field(default=3, metadata=var("LAKEHOUSE_KAFKA_PARTITIONS", POSITIVE_INT))
+    starting_offsets: str = field(default="earliest", metadata=var("LAKEHOUSE_KAFKA_STARTING_OFFSETS", OFFSETS))
     max_offsets_per_trigger: int = field(
-        default=200_000, metadata=_var("LAKEHOUSE_KAFKA_MAX_OFFSETS_PER_TRIGGER", POSITIVE_INT)
+        default=200_000, metadata=var("LAKEHOUSE_KAFKA_MAX_OFFSETS_PER_TRIGGER", POSITIVE_INT)
     )
     broker_timeout_seconds: int = field(
-        default=60, metadata=_var("LAKEHOUSE_KAFKA_BROKER_TIMEOUT_SECONDS", POSITIVE_INT)
+        default=60, metadata=var("LAKEHOUSE_KAFKA_BROKER_TIMEOUT_SECONDS", POSITIVE_INT)
     )
     broker_jars_dir: Path = field(
-        default=DEFAULT_KAFKA_BROKER_JARS_DIR, metadata=_var("LAKEHOUSE_KAFKA_BROKER_JARS_DIR", PATH)
+        default=DEFAULT_KAFKA_BROKER_JARS_DIR, metadata=var("LAKEHOUSE_KAFKA_BROKER_JARS_DIR", PATH)
     )
     options: tuple[tuple[str, str], ...] = field(default=(), repr=False)
 
@@ -438,24 +347,24 @@ class KafkaSettings(_Group):
 
 
 @dataclass(frozen=True)
-class QualitySettings(_Group):
+class QualitySettings(Group):
     """Thresholds of the data-quality suites (``LAKEHOUSE_DQ_*``).
 
     The amount bounds, the future tolerance and the event types are rules of ``silver.events`` (blocking);
     freshness, late rate and quarantine rate only warn unless ``warnings_block`` is set.
     """
 
-    amount_min: Decimal = field(default=Decimal("-1000000.00"), metadata=_var("LAKEHOUSE_DQ_AMOUNT_MIN", DECIMAL))
-    amount_max: Decimal = field(default=Decimal("1000000.00"), metadata=_var("LAKEHOUSE_DQ_AMOUNT_MAX", DECIMAL))
+    amount_min: Decimal = field(default=Decimal("-1000000.00"), metadata=var("LAKEHOUSE_DQ_AMOUNT_MIN", DECIMAL))
+    amount_max: Decimal = field(default=Decimal("1000000.00"), metadata=var("LAKEHOUSE_DQ_AMOUNT_MAX", DECIMAL))
     future_tolerance_seconds: int = field(
-        default=300, metadata=_var("LAKEHOUSE_DQ_FUTURE_TOLERANCE_SECONDS", NON_NEGATIVE_INT)
+        default=300, metadata=var("LAKEHOUSE_DQ_FUTURE_TOLERANCE_SECONDS", NON_NEGATIVE_INT)
     )
-    event_types: tuple[str, ...] = field(default=(), metadata=_var("LAKEHOUSE_DQ_EVENT_TYPES", NAMES))
-    freshness_seconds: int = field(default=900, metadata=_var("LAKEHOUSE_DQ_FRESHNESS_SECONDS", POSITIVE_INT))
-    max_late_rate: float = field(default=0.05, metadata=_var("LAKEHOUSE_DQ_MAX_LATE_RATE", RATE))
-    max_quarantine_rate: float = field(default=0.05, metadata=_var("LAKEHOUSE_DQ_MAX_QUARANTINE_RATE", RATE))
-    warnings_block: bool = field(default=False, metadata=_var("LAKEHOUSE_DQ_WARNINGS_BLOCK", BOOLEAN))
-    cron: str = field(default="0 * * * *", metadata=_var("LAKEHOUSE_DQ_CRON", CRON))
+    event_types: tuple[str, ...] = field(default=(), metadata=var("LAKEHOUSE_DQ_EVENT_TYPES", NAMES))
+    freshness_seconds: int = field(default=900, metadata=var("LAKEHOUSE_DQ_FRESHNESS_SECONDS", POSITIVE_INT))
+    max_late_rate: float = field(default=0.05, metadata=var("LAKEHOUSE_DQ_MAX_LATE_RATE", RATE))
+    max_quarantine_rate: float = field(default=0.05, metadata=var("LAKEHOUSE_DQ_MAX_QUARANTINE_RATE", RATE))
+    warnings_block: bool = field(default=False, metadata=var("LAKEHOUSE_DQ_WARNINGS_BLOCK", BOOLEAN))
+    cron: str = field(default="0 * * * *", metadata=var("LAKEHOUSE_DQ_CRON", CRON))
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -467,22 +376,23 @@ class QualitySettings(_Group):
 
 
 @dataclass(frozen=True)
-class Settings(_Group):
+class Settings(Group):
     """The lakehouse's configuration: its home, the gold outputs kept, and the groups.
 
     Its own ``__post_init__`` (the fields' checks) is all it needs: no rule spans two groups.
     """
 
-    home: Path = field(default=DEFAULT_HOME, metadata=_var("LAKEHOUSE_HOME", PATH))
+    home: Path = field(default=DEFAULT_HOME, metadata=var("LAKEHOUSE_HOME", PATH))
     #: Which of :data:`GOLD_OUTPUTS` the streams keep (``all``, ``none`` or a comma-separated list).
     gold_outputs: frozenset[str] = field(
-        default=frozenset(GOLD_OUTPUTS), metadata=_var("LAKEHOUSE_GOLD_OUTPUTS", GOLD_OUTPUT_NAMES)
+        default=frozenset(GOLD_OUTPUTS), metadata=var("LAKEHOUSE_GOLD_OUTPUTS", GOLD_OUTPUT_NAMES)
     )
     windows: WindowSettings = field(default_factory=WindowSettings)
     watermarks: WatermarkSettings = field(default_factory=WatermarkSettings)
     streams: StreamSettings = field(default_factory=StreamSettings)
     spark: SparkSettings = field(default_factory=SparkSettings)
     cluster: ClusterSettings = field(default_factory=ClusterSettings)
+    dagster: DagsterSettings = field(default_factory=DagsterSettings)
     schedules: ScheduleSettings = field(default_factory=ScheduleSettings)
     kafka: KafkaSettings = field(default_factory=KafkaSettings)
     quality: QualitySettings = field(default_factory=QualitySettings)
@@ -499,6 +409,7 @@ class Settings(_Group):
             streams=StreamSettings.from_env(env),
             spark=SparkSettings.from_env(env),
             cluster=ClusterSettings.from_env(env),
+            dagster=DagsterSettings.from_env(env),
             schedules=ScheduleSettings.from_env(env),
             kafka=KafkaSettings.from_env(env),
             quality=QualitySettings.from_env(env),
@@ -538,6 +449,11 @@ class Settings(_Group):
     def cluster_dir(self) -> Path:
         """The local standalone cluster's pids, logs and workers' scratch (``lakehouse cluster``)."""
         return self.home / "cluster"
+
+    @property
+    def postgres_dir(self) -> Path:
+        """The local PostgreSQL's data and log (``lakehouse postgres``)."""
+        return self.dagster.pg_dir or self.home / "postgres"
 
     @property
     def kafka_dir(self) -> Path:

@@ -17,6 +17,7 @@ from warehouse.settings import (
     DEFAULT_KAFKA_BROKER_JARS_DIR,
     GOLD_OUTPUTS,
     ClusterSettings,
+    DagsterSettings,
     KafkaSettings,
     QualitySettings,
     ScheduleSettings,
@@ -29,7 +30,7 @@ from warehouse.settings import (
 )
 
 GROUPS = (Settings, WindowSettings, WatermarkSettings, StreamSettings, SparkSettings, ScheduleSettings)
-GROUPS += (ClusterSettings, KafkaSettings, QualitySettings)
+GROUPS += (ClusterSettings, DagsterSettings, KafkaSettings, QualitySettings)
 #: Every variable a field is read from.
 VARIABLES = {f.metadata["env"] for group in GROUPS for f in fields(group) if "env" in f.metadata}
 #: Variables any text is good for (paths, the JVM's options): they have no error line.
@@ -39,6 +40,7 @@ ANY_TEXT = {
     "LAKEHOUSE_JVM_CLASS_ARCHIVE",
     "LAKEHOUSE_JVM_OPTIONS",
     "LAKEHOUSE_KAFKA_BROKER_JARS_DIR",
+    "LAKEHOUSE_DAGSTER_PG_DIR",
 }
 
 
@@ -113,6 +115,12 @@ READINGS = [
     ("LAKEHOUSE_CLUSTER_WORKER_CORES", "1", "cluster.worker_cores", 1),
     ("LAKEHOUSE_CLUSTER_WORKER_MEMORY", "512m", "cluster.worker_memory", "512m"),
     ("LAKEHOUSE_CLUSTER_START_TIMEOUT_SECONDS", "30", "cluster.start_timeout_seconds", 30),
+    ("LAKEHOUSE_DAGSTER_STORAGE", " sqlite ", "dagster.storage", "sqlite"),
+    ("LAKEHOUSE_DAGSTER_PG_HOST", "db.internal", "dagster.pg_host", "db.internal"),
+    ("LAKEHOUSE_DAGSTER_PG_PORT", "6432", "dagster.pg_port", 6432),
+    ("LAKEHOUSE_DAGSTER_PG_DATABASE", "dagster_prod", "dagster.pg_database", "dagster_prod"),
+    ("LAKEHOUSE_DAGSTER_PG_USER", "lakehouse", "dagster.pg_user", "lakehouse"),
+    ("LAKEHOUSE_DAGSTER_PG_DIR", "/srv/pg", "dagster.pg_dir", Path("/srv/pg")),
     ("LAKEHOUSE_RECONCILE_CRON", " */5  * * * * ", "schedules.reconcile_cron", "*/5 * * * *"),
     ("LAKEHOUSE_MAINTENANCE_CRON", "0 3 1-7 * 1,3", "schedules.maintenance_cron", "0 3 1-7 * 1,3"),
     ("LAKEHOUSE_SWEEP_START_DATE", "2025-02-03", "schedules.sweep_start_date", date(2025, 2, 3)),
@@ -188,6 +196,11 @@ REFUSALS = [
     ("LAKEHOUSE_CLUSTER_WORKER_CORES", "-1"),
     ("LAKEHOUSE_CLUSTER_WORKER_MEMORY", "2 GB"),
     ("LAKEHOUSE_CLUSTER_START_TIMEOUT_SECONDS", "0"),
+    ("LAKEHOUSE_DAGSTER_STORAGE", "mysql"),
+    ("LAKEHOUSE_DAGSTER_PG_HOST", "db host"),
+    ("LAKEHOUSE_DAGSTER_PG_PORT", "99999"),
+    ("LAKEHOUSE_DAGSTER_PG_DATABASE", "Dagster-Prod"),
+    ("LAKEHOUSE_DAGSTER_PG_USER", "robert'); DROP TABLE runs;--"),
     ("LAKEHOUSE_RECONCILE_CRON", "hourly"),
     ("LAKEHOUSE_RECONCILE_CRON", "* * * *"),
     ("LAKEHOUSE_MAINTENANCE_CRON", "0 3 * * MON"),
@@ -470,6 +483,12 @@ INVALID_CHANGES = [
     (DEFAULTS.cluster, {"worker_cores": True}, "LAKEHOUSE_CLUSTER_WORKER_CORES"),
     (DEFAULTS.cluster, {"worker_memory": "2"}, "LAKEHOUSE_CLUSTER_WORKER_MEMORY"),
     (DEFAULTS.cluster, {"start_timeout_seconds": -5}, "LAKEHOUSE_CLUSTER_START_TIMEOUT_SECONDS"),
+    (DEFAULTS.dagster, {"storage": "postgresql"}, "LAKEHOUSE_DAGSTER_STORAGE"),
+    (DEFAULTS.dagster, {"pg_host": ""}, "LAKEHOUSE_DAGSTER_PG_HOST"),
+    (DEFAULTS.dagster, {"pg_port": 0}, "LAKEHOUSE_DAGSTER_PG_PORT"),
+    (DEFAULTS.dagster, {"pg_database": "1db"}, "LAKEHOUSE_DAGSTER_PG_DATABASE"),
+    (DEFAULTS.dagster, {"pg_user": None}, "LAKEHOUSE_DAGSTER_PG_USER"),
+    (DEFAULTS.dagster, {"pg_dir": "pg"}, "LAKEHOUSE_DAGSTER_PG_DIR"),
     (DEFAULTS.schedules, {"reconcile_cron": "hourly"}, "LAKEHOUSE_RECONCILE_CRON"),
     (DEFAULTS.schedules, {"maintenance_cron": "0 3 * * MON"}, "LAKEHOUSE_MAINTENANCE_CRON"),
     (DEFAULTS.schedules, {"sweep_start_date": "2024-01-01"}, "LAKEHOUSE_SWEEP_START_DATE"),
@@ -523,3 +542,12 @@ def test_replace_with_valid_values_builds_new_settings() -> None:
 def test_a_message_for_a_value_built_in_python_shows_the_value() -> None:
     with pytest.raises(SettingsError, match=r"^LAKEHOUSE_WINDOW_MINUTES must be a positive whole number, got 0$"):
         WindowSettings(minutes=0)
+
+
+def test_postgres_storage_needs_its_password_from_the_environment() -> None:
+    message = refusal({"LAKEHOUSE_DAGSTER_STORAGE": "postgres"})
+    assert message.startswith("LAKEHOUSE_DAGSTER_PG_PASSWORD must be set when LAKEHOUSE_DAGSTER_STORAGE=postgres")
+    env = {"LAKEHOUSE_DAGSTER_STORAGE": "postgres", "LAKEHOUSE_DAGSTER_PG_PASSWORD": "not-shown"}
+    settings = Settings.from_env(env)
+    assert settings.dagster.storage == "postgres"
+    assert "not-shown" not in repr(settings)

@@ -1,0 +1,60 @@
+"""The Dagster instance's dagster.yaml as `make ui` writes it: SQLite by default, PostgreSQL when asked, the
+password only ever named by its variable."""
+
+from pathlib import Path
+
+import pytest
+import yaml
+from dagster._core.instance.config import dagster_instance_config
+
+from orchestration.instance import instance_config, main, write_instance_yaml
+from warehouse.settings import Settings
+
+POSTGRES = {
+    "LAKEHOUSE_DAGSTER_STORAGE": "postgres",
+    "LAKEHOUSE_DAGSTER_PG_HOST": "db.internal",
+    "LAKEHOUSE_DAGSTER_PG_PORT": "6432",
+    "LAKEHOUSE_DAGSTER_PG_PASSWORD": "s3cret-value",
+}
+
+
+def test_the_default_keeps_sqlite_under_dagster_home(tmp_path: Path) -> None:
+    path = write_instance_yaml(Settings.from_env({}), tmp_path)
+    config = yaml.safe_load(path.read_text())
+    assert "storage" not in config  # Dagster's default: SQLite files under DAGSTER_HOME
+    assert config["concurrency"]["pools"]["default_limit"] == 1
+    assert config["telemetry"] == {"enabled": False}
+
+
+def test_postgres_storage_names_the_password_variable_never_its_value(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name, value in POSTGRES.items():
+        monkeypatch.setenv(name, value)
+    config = instance_config(Settings.from_env(POSTGRES))
+    database = config["storage"]["postgres"]["postgres_db"]
+    assert database == {
+        "hostname": "db.internal",
+        "port": 6432,
+        "db_name": "dagster",
+        "username": "dagster",
+        "password": {"env": "LAKEHOUSE_DAGSTER_PG_PASSWORD"},
+        "scheme": "postgresql+psycopg2",
+    }
+    assert "s3cret-value" not in yaml.safe_dump(config)
+    # Dagster's own schema accepts the file (it raises on a field it does not know or a wrong type).
+    (tmp_path / "dagster.yaml").write_text(yaml.safe_dump(config))
+    checked, _ = dagster_instance_config(str(tmp_path))
+    assert checked["storage"] == config["storage"]
+
+
+def test_a_server_that_does_not_answer_stops_in_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for name, value in {**POSTGRES, "LAKEHOUSE_DAGSTER_PG_HOST": "127.0.0.1", "LAKEHOUSE_DAGSTER_PG_PORT": "1"}.items():
+        monkeypatch.setenv(name, value)
+    assert main([str(tmp_path)]) == 1
+    error = capsys.readouterr().err
+    assert error.startswith("lakehouse: no PostgreSQL answers at 127.0.0.1:1 (LAKEHOUSE_DAGSTER_PG_HOST")
+    assert error.count("\n") == 1 and "s3cret-value" not in error
+    assert not (tmp_path / "dagster.yaml").exists()
