@@ -17,7 +17,6 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from urllib.parse import unquote
 
 from pyspark.sql import DataFrame, SparkSession
@@ -47,6 +46,7 @@ from warehouse.catalog import (
 from warehouse.delta import as_of, read_table, table_version
 from warehouse.locks import hold_gold
 from warehouse.settings import Settings
+from warehouse.storage import location_of
 
 #: Amounts as decimal(18,2) text: at most 16 integer digits and exactly two fractional ones.
 AMOUNT_TEXT = r"^-?[0-9]{1,16}\.[0-9]{2}$"
@@ -100,7 +100,7 @@ def bronze_suite(spark: SparkSession, settings: Settings) -> SuiteResult:
             keys=["ingest_batch", "source_file", "source_line"],
         )
         received = files_read(checkpoint, last_batch)
-        present = [_file_key(path) for path in received if Path(unquote(_file_key(path))).is_file()]
+        present = [_file_key(path) for path in received if location_of(settings, unquote(_file_key(path))).is_file()]
         bronze_per_file = (
             bronze.where(F.col("source") == "file")
             .withColumn("source_file", _file_key_column("source_file"))

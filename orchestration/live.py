@@ -25,7 +25,6 @@ from urllib.parse import unquote, urlparse
 import dagster as dg
 import pyarrow as pa
 import pyarrow.parquet as pq
-from deltalake import DeltaTable
 from deltalake.exceptions import TableNotFoundError
 
 from orchestration.pipeline import asset_key, window_outputs
@@ -45,6 +44,7 @@ from warehouse.catalog import (
 )
 from warehouse.inspect import table_state
 from warehouse.settings import Settings
+from warehouse.storage import Location, is_remote, open_delta
 
 SENSOR_NAME = "stream_progress_sensor"
 #: The sensor's cadence: about one flush of a continuous run's progress (``LAKEHOUSE_PROGRESS_FLUSH_SECONDS``).
@@ -123,7 +123,7 @@ def read_progress(
     commits, oldest first); None while the table does not exist."""
     path = OPS_STREAM_PROGRESS.path(settings)
     try:
-        delta = DeltaTable(str(path))
+        delta = open_delta(path)
     except TableNotFoundError:
         return None
     table_id, latest = delta.metadata().id, delta.version()
@@ -140,7 +140,7 @@ def read_progress(
     return ProgressRead(table_id, max(end, start - 1), rows, max(0, end - start + 1), latest - end, skipped)
 
 
-def _commit_rows(table: Path, version: int) -> list[dict[str, Any]]:
+def _commit_rows(table: Location, version: int) -> list[dict[str, Any]]:
     """The continuous runs' rows one commit appended (none when log retention has removed the commit)."""
     try:
         text = (table / "_delta_log" / f"{version:020d}.json").read_text()
@@ -173,14 +173,14 @@ def _may_hold_continuous_rows(add: dict[str, Any]) -> bool:
     return not (high < CONTINUOUS_PREFIX or (low > CONTINUOUS_PREFIX and not low.startswith(CONTINUOUS_PREFIX)))
 
 
-def _file_rows(table: Path, relative: str) -> list[dict[str, Any]]:
+def _file_rows(table: Location, relative: str) -> list[dict[str, Any]]:
     """One data file's rows (the columns the sensor uses; a column newer than the file reads as None).
     A plain Parquet read of one local file: pyarrow's dataset scanner over delta-rs is avoided
     (``warehouse.inspect`` says why)."""
     location = urlparse(relative)
     path = Path(unquote(location.path)) if location.scheme == "file" else table / unquote(relative)
     try:
-        data = pq.ParquetFile(path)
+        data = pq.ParquetFile(path.open("rb") if is_remote(path) else path)
         present = [name for name in _COLUMNS if name in data.schema_arrow.names]
         read = data.read(columns=present)
     except FileNotFoundError:

@@ -49,6 +49,7 @@ from warehouse.catalog import (
 from warehouse.inspect import table_state
 from warehouse.locks import lock_holder
 from warehouse.settings import Settings
+from warehouse.storage import entries
 
 if TYPE_CHECKING:
     from dagster._core.definitions.unresolved_asset_job_definition import UnresolvedAssetJobDefinition
@@ -317,13 +318,8 @@ def landing_files(settings: Settings) -> list[str]:
 
 def landing_arrivals(settings: Settings) -> list[tuple[int, str]]:
     """(modification time in ns, name) of every file Spark's file source reads, oldest first: its order."""
-    if not settings.landing_dir.is_dir():
-        return []
-    found = []
-    for path in settings.landing_dir.iterdir():
-        if path.is_file() and not path.name.startswith((".", "_")):
-            found.append((path.stat().st_mtime_ns, path.name))
-    return sorted(found)
+    found = entries(settings.landing_dir)
+    return sorted((mtime_ns, name) for name, mtime_ns, _ in found if not name.startswith((".", "_")))
 
 
 def landing_cursor(arrival: tuple[int, str]) -> str:

@@ -10,7 +10,6 @@ location's one ``Settings`` (the reconcile cron, the sweep's first date).
 from datetime import date
 
 import dagster as dg
-from deltalake import DeltaTable
 from deltalake.exceptions import TableNotFoundError
 
 from orchestration.pipeline import asset_key
@@ -18,6 +17,7 @@ from orchestration.resources import LakehouseResource
 from runtime.runner import StageReport, run_reconcile
 from warehouse.catalog import GOLD_CORRECTIONS, SILVER_LATE_EVENTS, user_spend_table
 from warehouse.settings import Settings
+from warehouse.storage import open_delta
 
 
 def _report_materializations(
@@ -85,7 +85,7 @@ def build_jobs(settings: Settings) -> tuple[dg.JobDefinition, dg.JobDefinition]:
 def late_events_state(settings: Settings) -> tuple[str, int] | None:
     """silver.late_events' table id and Delta version, read without Spark (the sensor runs in the daemon)."""
     try:
-        table = DeltaTable(str(SILVER_LATE_EVENTS.path(settings)))
+        table = open_delta(SILVER_LATE_EVENTS.path(settings))
     except TableNotFoundError:
         return None
     return table.metadata().id, table.version()

@@ -11,7 +11,6 @@ alone, without a Spark session. If Spark changes its format, this module is the 
 """
 
 import json
-import shutil
 import uuid
 from datetime import UTC, datetime
 from pathlib import Path
@@ -20,6 +19,7 @@ from typing import Any
 from warehouse.catalog import BRONZE_EVENTS, user_spend_table
 from warehouse.delta import commit_of
 from warehouse.settings import Settings
+from warehouse.storage import Location, is_remote, move_tree, write_atomically
 
 #: The streams' names: each is its checkpoint folder's name (and its lock's and its progress rows'
 #: ``stream``). The windows stream's name follows its table (``gold_user_spend_5m`` for 5-minute
@@ -241,7 +241,8 @@ def move_checkpoint(source: Path, target: Path) -> None:
     names its state schema files by absolute path; left as they are, the moved query fails at its next start
     ("File …/_stateSchema/… does not exist") once the old folder is gone. They are pointed at the new place.
     """
-    shutil.move(str(source), str(target))
+    move_tree(source, target)
+    folder = str(target) if is_remote(target) else f"file:{target.resolve()}"
     for entry in target.glob("state/*/_metadata/v2/*"):
         if entry.name.startswith(".") or not entry.is_file():
             continue
@@ -249,21 +250,19 @@ def move_checkpoint(source: Path, target: Path) -> None:
         metadata = json.loads(lines[1])
         for store in metadata.get("stateStoreInfo", []):
             store["stateSchemaFilePaths"] = [
-                f"file:{target.resolve()}{path[path.rindex('/state/') :]}"
-                for path in store.get("stateSchemaFilePaths", [])
+                f"{folder}{path[path.rindex('/state/') :]}" for path in store.get("stateSchemaFilePaths", [])
             ]
         lines[1] = json.dumps(metadata, separators=(",", ":"))
         _rewrite(entry, lines)
 
 
-def _rewrite(entry: Path, lines: list[str]) -> None:
-    """Replace a checkpoint file's content atomically (a rename)."""
-    partial = entry.with_name(f".{entry.name}.rewrite")
-    partial.write_text("\n".join(lines))
+def _rewrite(entry: Location, lines: list[str]) -> None:
+    """Replace a checkpoint file's content atomically."""
     # Hadoop's local file system checks a file against its ``.<name>.crc`` when one exists; without it,
     # the file is read unchecked. The old checksum would fail the new content.
-    entry.with_name(f".{entry.name}.crc").unlink(missing_ok=True)
-    partial.replace(entry)
+    if not is_remote(entry):
+        entry.with_name(f".{entry.name}.crc").unlink(missing_ok=True)
+    write_atomically(entry, "\n".join(lines))
 
 
 # The batches the source stream carries through silver and gold ---------------------------------------
@@ -291,7 +290,7 @@ def carried_writer(stage_checkpoint: Path) -> str:
         return kept.read_text().strip()
     writer = query_id(stage_checkpoint) if (stage_checkpoint / "metadata").exists() else uuid.uuid4().hex
     ledger.mkdir(parents=True, exist_ok=True)
-    _write_atomically(kept, writer)
+    write_atomically(kept, writer)
     return writer
 
 
@@ -306,7 +305,7 @@ def carried_batch(stage_checkpoint: Path, source: str, batch_id: int) -> int:
     assigned = [int(e.read_text()) for e in ledger.iterdir() if e.name[:1] != "." and e.name != "writer"]
     legacy = committed_batches(stage_checkpoint)
     number = max([*assigned, legacy[-1] if legacy else -1]) + 1
-    _write_atomically(entry, str(number))
+    write_atomically(entry, str(number))
     for old in sorted(
         (e for e in ledger.iterdir() if e.name[:1] != "." and e.name != "writer"), key=lambda e: int(e.read_text())
     )[:-_LEDGER_KEEP]:
@@ -330,12 +329,6 @@ def carried_batches(stage_checkpoint: Path) -> list[tuple[str, int, int]]:
         if source and batch.isdigit():
             entries.append((source, int(batch), int(entry.read_text())))
     return sorted(entries, key=lambda e: e[2])
-
-
-def _write_atomically(target: Path, text: str) -> None:
-    partial = target.with_name(f".{target.name}.partial")
-    partial.write_text(text)
-    partial.replace(target)
 
 
 def silver_consumption(settings: Settings) -> tuple[int, int] | None:

@@ -31,6 +31,7 @@ from warehouse.catalog import OPS_STREAM_PROGRESS
 from warehouse.delta import append_rows, is_delta_table, latest_version
 from warehouse.locks import lock_holder
 from warehouse.settings import Settings
+from warehouse.storage import entries
 
 
 def status_dir(settings: Settings) -> Path:
@@ -248,7 +249,7 @@ def stream_status(settings: Settings, stream: str, source: str, checkpoint: Path
         pending = []  # the broker knows the backlog (``runtime.sources.kafka.partition_lag``), not the files
         unit = "messages"
     else:
-        pending = pending_source_commits(settings.tables_dir / Path(*source.split(".")), checkpoint)
+        pending = pending_source_commits(settings.tables_dir / source.replace(".", "/"), checkpoint)
         unit = "commits"
     now = time.time()
     lag = max(0.0, now - min(mtime for _, mtime in pending)) if pending else 0.0
@@ -259,13 +260,12 @@ def stream_status(settings: Settings, stream: str, source: str, checkpoint: Path
 
 def pending_landing_files(settings: Settings, checkpoint: Path) -> list[tuple[str, float]]:
     """(name, arrival time) of landing files the bronze stream has not taken yet."""
-    if not settings.landing_dir.is_dir():
+    found = entries(settings.landing_dir)
+    if not found:
         return []
     taken = {unquote(path.rsplit("/", 1)[-1]) for path in source_log(checkpoint)}
     return [
-        (entry.name, entry.stat().st_mtime)
-        for entry in os.scandir(settings.landing_dir)
-        if entry.is_file() and not entry.name.startswith((".", "_")) and entry.name not in taken
+        (name, mtime_ns / 1e9) for name, mtime_ns, _ in found if not name.startswith((".", "_")) and name not in taken
     ]
 
 

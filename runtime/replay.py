@@ -27,9 +27,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from pathlib import Path
 
-import deltalake
 from delta.tables import DeltaTable
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -76,6 +74,7 @@ from warehouse.catalog import (
 from warehouse.delta import append_once, ensure_tables, read_table, transaction_id, transaction_version
 from warehouse.locks import DERIVED_LOCK, GOLD_LOCK, hold_all
 from warehouse.settings import Settings
+from warehouse.storage import location_of, move_tree, open_delta, remove_tree, write_atomically
 
 
 @dataclass
@@ -123,17 +122,14 @@ def run_replay(
     names = [*live.names, KAFKA_STAGE, reconcile_stage(settings).name, GOLD_LOCK, DERIVED_LOCK]
     with hold_all(settings, names, purpose="a replay"):
         _finish_kafka_swap(spark, settings)
-        staging = replace(settings, home=settings.home / "replay" / stamp)
+        # The staging streams read the live bronze: same Delta table (same id), so the staging silver
+        # checkpoint stays valid once it replaces the live one.
+        staging = replace(settings.under("replay", stamp), links=((BRONZE_EVENTS.name, BRONZE_EVENTS.path(settings)),))
         staging.ensure_home()
         if source == "kafka":
             _rebuild_kafka_bronze(spark, settings, staging, report, listener)
-        # The staging streams read the live bronze: same Delta table (same id), so the staging silver
-        # checkpoint stays valid once it replaces the live one.
-        bronze_link = BRONZE_EVENTS.path(staging)
-        bronze_link.parent.mkdir(parents=True, exist_ok=True)
-        bronze_link.symlink_to(BRONZE_EVENTS.path(settings), target_is_directory=True)
         if from_version is not None:
-            starting_version_file(staging.checkpoints_dir, SILVER_STAGE).write_text(str(from_version))
+            write_atomically(starting_version_file(staging.checkpoints_dir, SILVER_STAGE), str(from_version))
         prepare(spark, staging)
         for stage in [*stages(staging).downstream, reconcile_stage(staging)]:
             if stage.name not in REBUILT_AFTER_SWAP:
@@ -145,6 +141,7 @@ def run_replay(
         _reset_checkpoints(spark, settings, staging)
         _rebuild_order_payments(spark, settings, staging, report, listener)
         marker.unlink()
+        remove_tree(staging.data_root())
         shutil.rmtree(staging.home, ignore_errors=True)
     report.seconds = time.monotonic() - started
     return report
@@ -173,11 +170,7 @@ def _rebuild_kafka_bronze(
             f"Kafka topic {topic} no longer holds messages bronze was built from ({'; '.join(gaps)}); "
             "a replay from Kafka would lose them, `lakehouse replay` rebuilds from bronze, which keeps them"
         )
-    rebuilt = replace(
-        settings,
-        home=staging.home / "kafka",
-        kafka=replace(settings.kafka, starting_offsets="earliest"),
-    )
+    rebuilt = replace(staging.under("kafka"), kafka=replace(settings.kafka, starting_offsets="earliest"))
     rebuilt.ensure_home()
     ensure_tables(spark, rebuilt, [BRONZE_EVENTS, OPS_STREAM_PROGRESS])
     report.streams.append(run_stage_once(spark, rebuilt, source_stage("kafka", carry=False), listener))
@@ -213,7 +206,7 @@ def _finish_kafka_swap(spark: SparkSession, settings: Settings) -> None:
     plan = json.loads(marker.read_text())
     if "kafka_checkpoint" not in plan:
         return
-    staged_checkpoint = Path(plan["kafka_checkpoint"])
+    staged_checkpoint = location_of(settings, plan["kafka_checkpoint"])
     if not staged_checkpoint.exists():
         return  # moved in already
     app_id = f"lakehouse:replay:{plan['stamp']}:kafka"
@@ -228,10 +221,9 @@ def _finish_kafka_swap(spark: SparkSession, settings: Settings) -> None:
             )
     live = settings.checkpoints_dir / KAFKA_STAGE
     if live.exists():
-        retired = settings.home / "replay" / plan["stamp"] / "retired-checkpoints"
-        retired.mkdir(parents=True, exist_ok=True)
-        shutil.move(str(live), str(retired / KAFKA_STAGE))
-    shutil.move(str(staged_checkpoint), str(live))
+        retired = settings.under("replay", plan["stamp"]).data_root() / "retired-checkpoints"
+        move_tree(live, retired / KAFKA_STAGE)
+    move_tree(staged_checkpoint, live)
 
 
 def _overwrite(
@@ -417,11 +409,8 @@ def _rebuild_order_payments(
     """
     if not settings.keeps("order_payments"):
         return
-    rebuilt = replace(settings, home=staging.home / "order_payments")
+    rebuilt = replace(staging.under("order_payments"), links=((SILVER_EVENTS.name, SILVER_EVENTS.path(settings)),))
     rebuilt.ensure_home()
-    link = SILVER_EVENTS.path(rebuilt)
-    link.parent.mkdir(parents=True, exist_ok=True)
-    link.symlink_to(SILVER_EVENTS.path(settings), target_is_directory=True)
     ensure_tables(spark, rebuilt, [ORDER_PAYMENTS])
     report.streams.append(run_stage_once(spark, rebuilt, stage_named(rebuilt, ORDER_PAYMENTS_STAGE), listener))
     content = read_table(spark, rebuilt, ORDER_PAYMENTS)
@@ -429,11 +418,9 @@ def _rebuild_order_payments(
     _overwrite(spark, content, settings, ORDER_PAYMENTS, f"lakehouse:replay:{report.stamp}:order_payments")
     live = settings.checkpoints_dir / ORDER_PAYMENTS_STAGE
     if live.exists():
-        retired = staging.home / "retired-checkpoints"
-        retired.mkdir(parents=True, exist_ok=True)
-        shutil.move(str(live), str(retired / ORDER_PAYMENTS_STAGE))
+        move_tree(live, staging.data_root() / "retired-checkpoints" / ORDER_PAYMENTS_STAGE)
     starting_version_file(settings.checkpoints_dir, ORDER_PAYMENTS_STAGE).unlink(missing_ok=True)
-    shutil.move(str(rebuilt.checkpoints_dir / ORDER_PAYMENTS_STAGE), str(live))
+    move_tree(rebuilt.checkpoints_dir / ORDER_PAYMENTS_STAGE, live)
 
 
 def _reset_checkpoints(spark: SparkSession, settings: Settings, staging: Settings) -> None:
@@ -442,14 +429,13 @@ def _reset_checkpoints(spark: SparkSession, settings: Settings, staging: Setting
     gold_stage = stages(settings).windows.name
     derived = derived_stage_name(settings)
     keyed = [stage.name for stage in keyed_stages(settings)]
-    retired = staging.home / "retired-checkpoints"
-    retired.mkdir(parents=True, exist_ok=True)
+    retired = staging.data_root() / "retired-checkpoints"
     for name in (SILVER_STAGE, gold_stage, derived, RECONCILE_STAGE, *keyed):
         live = settings.checkpoints_dir / name
         if live.exists():
-            shutil.move(str(live), str(retired / name))
+            move_tree(live, retired / name)
         starting_version_file(settings.checkpoints_dir, name).unlink(missing_ok=True)
-    shutil.move(str(staging.checkpoints_dir / SILVER_STAGE), str(settings.checkpoints_dir / SILVER_STAGE))
+    move_tree(staging.checkpoints_dir / SILVER_STAGE, settings.checkpoints_dir / SILVER_STAGE)
     silver_version = _latest_version(spark, settings, SILVER_EVENTS)
     for name, version in (
         (gold_stage, silver_version),
@@ -457,8 +443,8 @@ def _reset_checkpoints(spark: SparkSession, settings: Settings, staging: Setting
         # The derived windows were rebuilt in staging; the derived stream goes on after the swapped rows.
         (derived, _latest_version(spark, settings, OPS_WATERMARKS)),
     ):
-        starting_version_file(settings.checkpoints_dir, name).write_text(str(version + 1))
-    silver_id = deltalake.DeltaTable(str(SILVER_EVENTS.path(settings))).metadata().id
+        write_atomically(starting_version_file(settings.checkpoints_dir, name), str(version + 1))
+    silver_id = open_delta(SILVER_EVENTS.path(settings)).metadata().id
     for name in keyed:
         built = staging.checkpoints_dir / name
         if committed_batches(built):
@@ -466,7 +452,7 @@ def _reset_checkpoints(spark: SparkSession, settings: Settings, staging: Setting
             move_checkpoint(built, live)
             continue_after(live, silver_id, silver_version)
         else:
-            starting_version_file(settings.checkpoints_dir, name).write_text(str(silver_version + 1))
+            write_atomically(starting_version_file(settings.checkpoints_dir, name), str(silver_version + 1))
 
 
 def _latest_version(spark: SparkSession, settings: Settings, table: Table) -> int:

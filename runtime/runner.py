@@ -543,7 +543,7 @@ def has_new_input(settings: Settings, stage: Stage) -> bool:
         return sum(partition_lag(settings, checkpoint).values()) > 0
     if stage.source == "landing":
         return bool(pending_landing_files(settings, checkpoint))
-    return bool(pending_source_commits(settings.tables_dir / Path(*stage.source.split(".")), checkpoint))
+    return bool(pending_source_commits(settings.tables_dir / stage.source.replace(".", "/"), checkpoint))
 
 
 def drain_stage(

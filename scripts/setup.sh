@@ -59,6 +59,17 @@ if [ "$(cat .cache/jars/.fetched 2>/dev/null)" != "$jars_stamp" ]; then
   rm -rf .cache/jars && mv .cache/jars.partial .cache/jars
   echo "$jars_stamp" > .cache/jars/.fetched
 fi
+# Hadoop's S3A and the AWS SDK modules it uses (13 MB), for tables on object storage (LAKEHOUSE_STORAGE_URI); a
+# session adds them to Spark only then.
+s3_stamp=$(sha256sum jvm/s3/pom.xml | cut -d' ' -f1)
+if [ "$(cat .cache/s3-jars/.fetched 2>/dev/null)" != "$s3_stamp" ]; then
+  command -v mvn >/dev/null 2>&1 || fail "Maven ('mvn') is needed once to fetch the S3A jars"
+  rm -rf .cache/s3-jars.partial && mkdir -p .cache/s3-jars.partial
+  mvn -q -B -f jvm/s3/pom.xml dependency:copy-dependencies -DoutputDirectory="$ROOT/.cache/s3-jars.partial" \
+    || fail "could not fetch the S3A jars with Maven (see the output above)"
+  rm -rf .cache/s3-jars && mv .cache/s3-jars.partial .cache/s3-jars
+  echo "$s3_stamp" > .cache/s3-jars/.fetched
+fi
 # Apache Kafka's broker for `lakehouse kafka up`, in its own folder (never on Spark's class path).
 broker_stamp=$(sha256sum jvm/kafka-broker/pom.xml | cut -d' ' -f1)
 if [ "$(cat .cache/kafka-broker/.fetched 2>/dev/null)" != "$broker_stamp" ]; then

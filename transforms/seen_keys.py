@@ -15,7 +15,6 @@ used. Time semantics: none; this is about arrival history, not event time.
 
 from dataclasses import dataclass, field
 
-import deltalake
 import numpy as np
 import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession
@@ -24,6 +23,7 @@ from pyspark.sql import functions as F
 from warehouse.catalog import SILVER_EVENTS
 from warehouse.delta import as_of, latest_version
 from warehouse.settings import Settings
+from warehouse.storage import open_delta
 
 #: Beyond this many stored events the index is not kept (12 bytes each: 600 MB of driver memory) and
 #: dedup asks Spark for every batch, as a process that starts cold does.
@@ -57,7 +57,7 @@ class SeenKeys:
             return
         # The size from the log's file statistics (no Spark job); files without them are not counted on.
         records = (
-            deltalake.DeltaTable(str(SILVER_EVENTS.path(settings)), version=version)
+            open_delta(SILVER_EVENTS.path(settings), version=version)
             .get_add_actions(flatten=True)
             .column("num_records")
             .to_pylist()

@@ -4,7 +4,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import date, timedelta
 
-import deltalake
 import numpy as np
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
@@ -14,6 +13,7 @@ from transforms.seen_keys import SeenKeys, batch_keys
 from warehouse.catalog import SILVER_DUPLICATES, SILVER_EVENTS, SILVER_QUARANTINE
 from warehouse.delta import append_all_once, latest_version, materialized, read_table
 from warehouse.settings import Settings
+from warehouse.storage import open_delta
 
 #: Arrival order: an earlier bronze batch arrived earlier; within a batch, older files first, then the
 #: line order within a file (Kafka: partition offset order).
@@ -38,7 +38,7 @@ def stored_files(settings: Settings) -> tuple[int, bool]:
     """(live files of ``silver.events``, whether any may hold rows without ``event_key``): from the Delta
     log's file statistics (milliseconds, no Spark job). Files written before the column existed (an
     upgraded home) have no statistics for it."""
-    files = deltalake.DeltaTable(str(SILVER_EVENTS.path(settings))).get_add_actions(flatten=True)
+    files = open_delta(SILVER_EVENTS.path(settings)).get_add_actions(flatten=True)
     if "null_count.event_key" not in files.column_names:
         return files.num_rows, files.num_rows > 0
     return files.num_rows, any(n is None or n > 0 for n in files.column("null_count.event_key").to_pylist())

@@ -18,7 +18,6 @@ collected and committed by delta-rs in milliseconds, a large one by Spark, with 
 
 import contextvars
 import json
-import os
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -38,16 +37,16 @@ from pyspark.sql import DataFrame, SparkSession
 
 from warehouse.catalog import Table
 from warehouse.settings import Settings
+from warehouse.storage import Location, delta_options, entries, open_delta
 
 _TXN_APP_ID = "spark.databricks.delta.write.txnAppId"
 _TXN_VERSION = "spark.databricks.delta.write.txnVersion"
 _USER_METADATA = "spark.databricks.delta.commitInfo.userMetadata"
 
 
-def is_delta_table(path: Path) -> bool:
+def is_delta_table(path: Location) -> bool:
     """A Delta table exists at ``path`` (its log has a first commit); no JVM, no log replay."""
-    log = path / "_delta_log"
-    return log.is_dir() and any(name.endswith(".json") for name in os.listdir(log))
+    return any(name.endswith(".json") for name, _, _ in entries(path / "_delta_log"))
 
 
 def ensure_table(spark: SparkSession, settings: Settings, table: Table) -> None:
@@ -55,8 +54,8 @@ def ensure_table(spark: SparkSession, settings: Settings, table: Table) -> None:
     columns to a table created by an older version (its old rows read them as null)."""
     path = str(table.path(settings))
     if is_delta_table(table.path(settings)):
-        _add_new_columns(spark, table, path)
-        _set_new_properties(spark, table, path)
+        _add_new_columns(spark, table, table.path(settings))
+        _set_new_properties(spark, table, table.path(settings))
     else:
         builder = DeltaTable.createIfNotExists(spark).location(path).addColumns(table.schema)
         if table.partition_by:
@@ -67,8 +66,9 @@ def ensure_table(spark: SparkSession, settings: Settings, table: Table) -> None:
         builder.execute()
 
 
-def _add_new_columns(spark: SparkSession, table: Table, path: str) -> None:
-    existing = {field.name for field in deltalake.DeltaTable(path).schema().fields}
+def _add_new_columns(spark: SparkSession, table: Table, location: Location) -> None:
+    path = str(location)
+    existing = {field.name for field in open_delta(location).schema().fields}
     missing = [column for column in table.columns if column.name not in existing]
     if not missing:
         return
@@ -79,8 +79,9 @@ def _add_new_columns(spark: SparkSession, table: Table, path: str) -> None:
     spark.sql(f"ALTER TABLE delta.`{path}` ADD COLUMNS ({added})")
 
 
-def _set_new_properties(spark: SparkSession, table: Table, path: str) -> None:
-    existing = deltalake.DeltaTable(path).metadata().configuration
+def _set_new_properties(spark: SparkSession, table: Table, location: Location) -> None:
+    path = str(location)
+    existing = open_delta(location).metadata().configuration
     changed = {key: value for key, value in table.table_properties.items() if existing.get(key) != value}
     if changed:
         assignments = ", ".join(f"'{key}' = '{value}'" for key, value in changed.items())
@@ -352,7 +353,7 @@ def merge_rows_once(
         # Checked before every attempt: an attempt that committed and then failed must not run twice.
         if _committed(path, app_id, batch_id):
             return
-        builder = deltalake.DeltaTable(str(path)).merge(
+        builder = open_delta(path).merge(
             rows,
             spec.on,
             source_alias="s",
@@ -370,7 +371,7 @@ def merge_rows_once(
 def _append_arrow(data: pa.Table | Sequence[Mapping[str, Any]], path: Path, tags: CommitProperties) -> None:
     """Append Spark's Arrow result, or rows made on the driver, in the table's own schema (the catalog's,
     with any column a newer version added; timestamps as UTC)."""
-    schema = pa.schema(deltalake.DeltaTable(str(path)).schema().to_arrow())
+    schema = pa.schema(open_delta(path).schema().to_arrow())
     if isinstance(data, pa.Table):
         # Spark's Arrow types (large strings, nullable fields) cast to the table's exact ones.
         data = data.select(schema.names).cast(schema)
@@ -378,7 +379,9 @@ def _append_arrow(data: pa.Table | Sequence[Mapping[str, Any]], path: Path, tags
         data = pa.Table.from_pylist([dict(row) for row in data], schema=schema)
     # Not retried here: delta-rs retries a concurrent append itself, and one that failed after its commit
     # must not be written again.
-    deltalake.write_deltalake(str(path), data, mode="append", commit_properties=tags)
+    deltalake.write_deltalake(
+        str(path), data, mode="append", commit_properties=tags, storage_options=delta_options(path)
+    )
 
 
 @contextmanager
@@ -572,6 +575,6 @@ def transaction_version(settings: Settings, table: Table, app_id: str) -> int | 
 
 def _transaction_version(path: Path, app_id: str) -> int | None:
     try:
-        return deltalake.DeltaTable(str(path)).transaction_version(app_id)
+        return open_delta(path).transaction_version(app_id)
     except TableNotFoundError:
         return None

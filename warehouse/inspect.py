@@ -18,6 +18,7 @@ from deltalake.exceptions import TableNotFoundError
 
 from warehouse.catalog import Table, all_tables
 from warehouse.settings import Settings
+from warehouse.storage import open_delta
 
 T = TypeVar("T")
 
@@ -47,7 +48,7 @@ class TableState:
 
 def open_table(settings: Settings, table: Table) -> DeltaTable | None:
     try:
-        return DeltaTable(str(table.path(settings)))
+        return open_delta(table.path(settings))
     except TableNotFoundError:
         return None
 
@@ -292,7 +293,7 @@ def _read_snapshot(settings: Settings, table: Table, limit: int, as_of: int | da
     committed_at = next((c.timestamp for c in history if c.version == version), None)
     if version != latest:
         try:
-            delta = DeltaTable(str(table.path(settings)), version=version)
+            delta = open_delta(table.path(settings), version=version)
         except Exception as error:  # e.g. its log was cleaned up
             raise LookupError(f"cannot read {table.name} at version {version}: {error}") from None
     present = [field.name for field in delta.schema().fields]

@@ -21,6 +21,7 @@ from warehouse.catalog import Table
 from warehouse.delta import is_delta_table, latest_version, retry_conflicts
 from warehouse.locks import hold_gold
 from warehouse.settings import Settings
+from warehouse.storage import Location, files_under, open_delta
 
 _RETENTION_CHECK = "spark.databricks.delta.retentionDurationCheck.enabled"
 _RETENTION_WINDOW_IGNORE = "spark.databricks.delta.vacuum.retentionWindowIgnore.enabled"
@@ -48,18 +49,12 @@ class TableMaintenance:
 
 def live_files(path: Path) -> int:
     """Data files the table's current version references (from the Delta log, no Spark job)."""
-    from deltalake import DeltaTable as RustTable
-
-    return RustTable(str(path)).get_add_actions(flatten=True).num_rows
+    return open_delta(path).get_add_actions(flatten=True).num_rows
 
 
-def files_on_disk(path: Path) -> int:
+def files_on_disk(path: Location) -> int:
     """Data files under the table's folder, referenced or not (what VACUUM removes)."""
-    count = 0
-    for _folder, dirs, names in os.walk(path):
-        dirs[:] = [d for d in dirs if d != "_delta_log"]
-        count += sum(1 for name in names if name.endswith(".parquet"))
-    return count
+    return sum(1 for name in files_under(path) if name.endswith(".parquet") and not name.startswith("_delta_log/"))
 
 
 def maintain_tables(spark: SparkSession, settings: Settings, tables: list[Table]) -> list[TableMaintenance]:
@@ -112,10 +107,9 @@ def maintain_table(spark: SparkSession, settings: Settings, table: Table) -> Tab
     )
 
 
-def partitions(path: Path) -> int:
+def partitions(path: Location) -> int:
     """Partition folders holding data (1 for an unpartitioned table)."""
-    folders = {Path(folder) for folder, _, names in os.walk(path) if any(n.endswith(".parquet") for n in names)}
-    return len(folders)
+    return len({os.path.dirname(name) for name in files_under(path) if name.endswith(".parquet")})
 
 
 def _last_checkpoint(path: Path) -> int:

@@ -27,6 +27,7 @@ from pyspark.sql.types import DateType, NumericType, StructType, TimestampType
 from warehouse.catalog import Table
 from warehouse.delta import read_table
 from warehouse.settings import Settings
+from warehouse.storage import open_delta
 
 #: Up to this many rows a filtered read goes through delta-rs into a local relation (0: every read by Spark).
 LOCAL_READ_ROWS = 500_000
@@ -55,7 +56,7 @@ def read_where(
     names = list(columns) if columns is not None else table.column_names
     limit = LOCAL_READ_ROWS if at_most is None else min(at_most, LOCAL_READ_ROWS)
     if limit > 0:
-        delta = deltalake.DeltaTable(str(table.path(settings)))
+        delta = open_delta(table.path(settings))
         # delta-rs skips files by the bounds in the log, and skips a file whose bound of a filtered column is
         # missing: only columns every file has bounds of filter the scan (Delta keeps none for booleans and
         # cuts long strings); the others filter the rows read.

@@ -10,6 +10,7 @@ from pathlib import Path
 from pyspark.sql import SparkSession
 
 from warehouse.settings import Settings, SettingsError
+from warehouse.storage import hadoop_conf, s3_jars
 
 
 def delta_jars(settings: Settings) -> list[Path]:
@@ -28,7 +29,7 @@ def spark_conf(settings: Settings, app_name: str = "lakehouse") -> dict[str, str
     return {
         "spark.master": settings.spark.master,
         "spark.app.name": app_name,
-        "spark.jars": ",".join(str(j) for j in delta_jars(settings)),
+        "spark.jars": ",".join(str(j) for j in [*delta_jars(settings), *s3_jars(settings)]),
         "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
         "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
         "spark.sql.session.timeZone": "UTC",
@@ -63,6 +64,7 @@ def spark_conf(settings: Settings, app_name: str = "lakehouse") -> dict[str, str
         # File listings (VACUUM's, the file source's) ran up to 10,000 tasks: 80 s for an empty table.
         "spark.sql.sources.parallelPartitionDiscovery.parallelism": str(max(2, settings.spark.shuffle_partitions)),
         **_cluster_conf(settings),
+        **hadoop_conf(settings),
     }
 
 

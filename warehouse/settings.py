@@ -8,13 +8,15 @@ the environment or by ``dataclasses.replace``: a bad value stops with one readab
 (:class:`SettingsError`).
 """
 
+import functools
 import os
+import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import date, timedelta
 from decimal import Decimal
 from pathlib import Path
-from typing import Self
+from typing import Any, Self
 
 from warehouse.setting_kinds import (
     BOOLEAN,
@@ -256,6 +258,61 @@ class ClusterSettings(Group):
         return f"spark://127.0.0.1:{self.port}"
 
 
+#: An S3 location for tables, checkpoints and the landing zone: ``s3://bucket`` or ``s3://bucket/prefix``.
+STORAGE_URI = Kind(
+    lambda text: None if text.lower() in {"none", "off"} else text.rstrip("/"),
+    lambda v: (
+        v is None or (isinstance(v, str) and re.fullmatch(r"s3://[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9](/[^\s]*)?", v))
+    ),
+    "be none or an S3 location such as s3://bucket/lakehouse",
+    shown=str.strip,
+)
+ENDPOINT = Kind(
+    lambda text: None if text.lower() in {"none", "off"} else text.rstrip("/"),
+    lambda v: v is None or (isinstance(v, str) and re.fullmatch(r"https?://[A-Za-z0-9_.\-]+(:\d{1,5})?", v)),
+    "be none or an http(s) URL such as http://127.0.0.1:9000",
+    shown=str.strip,
+)
+REGION = pattern(r"[a-z]{2}(-[a-z]+)+-\d", "be an AWS region such as us-east-1")
+
+
+@dataclass(frozen=True)
+class StorageSettings(Group):
+    """Where the data lives: the home's folders (``uri`` none, the default), or object storage (``uri``
+    ``s3://bucket/prefix``) for the three places every executor and host must reach: tables, checkpoints and
+    the landing zone. Logs, status files, reports and locks stay in the home. Credentials come from the
+    environment or the AWS chain (``AWS_ACCESS_KEY_ID``/``AWS_SECRET_ACCESS_KEY``, a profile, an instance
+    role), never from a setting. ``s3_endpoint`` names an S3-compatible server (MinIO, a test server), which
+    is then addressed path-style."""
+
+    uri: str | None = field(default=None, metadata=var("LAKEHOUSE_STORAGE_URI", STORAGE_URI))
+    s3_endpoint: str | None = field(default=None, metadata=var("LAKEHOUSE_S3_ENDPOINT", ENDPOINT))
+    s3_region: str = field(default="us-east-1", metadata=var("LAKEHOUSE_S3_REGION", REGION))
+
+    @property
+    def on_object_storage(self) -> bool:
+        return self.uri is not None
+
+    def location(self) -> Any:
+        """The storage URI as a ``UPath`` (fsspec's s3fs), one per settings (its S3 client is reused)."""
+        return _object_store_root(self)
+
+
+@functools.cache
+def _object_store_root(storage: StorageSettings) -> Any:
+    from upath import UPath
+
+    options: dict[str, Any] = {
+        # Listings are read to find new commits, landing files and checkpoint entries: never from a cache.
+        "use_listings_cache": False,
+        "client_kwargs": {"region_name": storage.s3_region},
+    }
+    if storage.s3_endpoint is not None:
+        options["endpoint_url"] = storage.s3_endpoint
+        options["config_kwargs"] = {"s3": {"addressing_style": "path"}}
+    return UPath(storage.uri, **options)
+
+
 #: Dagster's instance storage takes its PostgreSQL password from this variable: ``dagster.yaml`` names it
 #: (``env:``), so the password is never written to a file, printed or held in the settings.
 DAGSTER_PG_PASSWORD_VARIABLE = "LAKEHOUSE_DAGSTER_PG_PASSWORD"
@@ -393,6 +450,10 @@ class Settings(Group):
     spark: SparkSettings = field(default_factory=SparkSettings)
     cluster: ClusterSettings = field(default_factory=ClusterSettings)
     dagster: DagsterSettings = field(default_factory=DagsterSettings)
+    storage: StorageSettings = field(default_factory=StorageSettings)
+    #: Tables read from another lakehouse's place instead of this one's: ``(table name, location)`` pairs. A
+    #: replay's staging streams read the live bronze this way (not a setting: made by ``under``'s callers).
+    links: tuple[tuple[str, Any], ...] = field(default=(), repr=False)
     schedules: ScheduleSettings = field(default_factory=ScheduleSettings)
     kafka: KafkaSettings = field(default_factory=KafkaSettings)
     quality: QualitySettings = field(default_factory=QualitySettings)
@@ -410,10 +471,23 @@ class Settings(Group):
             spark=SparkSettings.from_env(env),
             cluster=ClusterSettings.from_env(env),
             dagster=DagsterSettings.from_env(env),
+            storage=StorageSettings.from_env(env),
             schedules=ScheduleSettings.from_env(env),
             kafka=KafkaSettings.from_env(env),
             quality=QualitySettings.from_env(env),
         )
+
+    def under(self, *parts: str) -> Self:
+        """The same settings for a lakehouse nested in this one (a replay's staging): its home under this
+        home, and its data under this data root (on object storage, under the storage URI)."""
+        storage = self.storage
+        if storage.on_object_storage:
+            storage = replace(storage, uri="/".join([storage.uri, *parts]))
+        return replace(self, home=self.home.joinpath(*parts), storage=storage, links=())
+
+    def linked(self, table_name: str) -> Any:
+        """Where ``table_name`` is read from when it is linked (``links``), else None."""
+        return dict(self.links).get(table_name)
 
     def keeps(self, output: str) -> bool:
         """Whether the streams keep this gold output (one of :data:`GOLD_OUTPUTS`)."""
@@ -422,16 +496,24 @@ class Settings(Group):
         return output in self.gold_outputs
 
     @property
-    def landing_dir(self) -> Path:
-        return self.home / "landing"
+    def landing_dir(self) -> Any:
+        """The landing zone: a ``Path`` in the home, or a ``UPath`` on object storage (``warehouse.storage``)."""
+        return self.data_root() / "landing"
 
     @property
-    def tables_dir(self) -> Path:
-        return self.home / "tables"
+    def tables_dir(self) -> Any:
+        """The Delta tables' root, in the home or on object storage."""
+        return self.data_root() / "tables"
 
     @property
-    def checkpoints_dir(self) -> Path:
-        return self.home / "checkpoints"
+    def checkpoints_dir(self) -> Any:
+        """The streams' checkpoints, in the home or on object storage."""
+        return self.data_root() / "checkpoints"
+
+    def data_root(self) -> Any:
+        """The folder of ``tables/``, ``checkpoints/`` and ``landing/``: the home (a ``Path``), or the storage
+        URI (a ``UPath``); ``warehouse.storage`` works on either."""
+        return self.storage.location() if self.storage.on_object_storage else self.home
 
     @property
     def reports_dir(self) -> Path:
@@ -461,9 +543,13 @@ class Settings(Group):
         return self.home / "kafka"
 
     def ensure_home(self) -> None:
-        """Create the home's folders, failing with one line when the home is not writable."""
+        """Create the home's folders (and, on object storage, check the storage answers and takes a write),
+        failing with one line naming the setting."""
+        local = [self.reports_dir]
+        if not self.storage.on_object_storage:
+            local += [self.landing_dir, self.tables_dir, self.checkpoints_dir]
         try:
-            for folder in (self.landing_dir, self.tables_dir, self.checkpoints_dir, self.reports_dir):
+            for folder in local:
                 folder.mkdir(parents=True, exist_ok=True)
             probe = self.home / ".write-probe"
             probe.write_text("ok")
@@ -471,3 +557,11 @@ class Settings(Group):
         except OSError as error:
             reason = error.strerror or str(error)
             raise SettingsError(f"LAKEHOUSE_HOME={self.home} is not usable: {reason}") from None
+        if self.storage.on_object_storage:
+            probe = self.data_root() / ".write-probe"
+            try:
+                probe.write_text("ok")
+                probe.unlink()
+            except Exception as error:  # botocore's and s3fs's errors share no base class but Exception
+                reason = " ".join(str(error).split())[:300] or type(error).__name__
+                raise SettingsError(f"LAKEHOUSE_STORAGE_URI={self.storage.uri} is not usable: {reason}") from None

@@ -2,7 +2,6 @@
 its place under the home. The tables themselves are named in ``warehouse.catalog``."""
 
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from pyspark.sql.types import (
     ArrayType,
@@ -15,6 +14,7 @@ from pyspark.sql.types import (
 )
 
 from warehouse.settings import Settings
+from warehouse.storage import Location
 
 MONEY = DecimalType(18, 2)
 
@@ -71,5 +71,8 @@ class Table:
     def column_names(self) -> list[str]:
         return [c.name for c in self.columns]
 
-    def path(self, settings: Settings) -> Path:
-        return settings.tables_dir / self.layer / self.short_name
+    def path(self, settings: Settings) -> Location:
+        """The table's folder: under the tables root (in the home or on object storage), or where the
+        settings link it."""
+        linked = settings.linked(self.name)
+        return linked if linked is not None else settings.tables_dir / self.layer / self.short_name

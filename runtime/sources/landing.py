@@ -15,6 +15,7 @@ from pyspark.sql import DataFrame, SparkSession
 from runtime.checkpoints import files_of_batch
 from transforms.bronze import file_columns, split_lines
 from warehouse.settings import Settings
+from warehouse.storage import Location, ensure_folder, is_remote
 
 #: The binaryFile source's fixed columns (a stream must be given its schema).
 _BINARY_FILE_SCHEMA = "path string, modificationTime timestamp, length long, content binary"
@@ -28,7 +29,7 @@ def read_landing(spark: SparkSession, settings: Settings) -> DataFrame:
     and remembers in its checkpoint which files it has read. Names starting with ``.`` or ``_`` (partial
     files still being written) are ignored by Spark.
     """
-    settings.landing_dir.mkdir(parents=True, exist_ok=True)
+    ensure_folder(settings.landing_dir)
     # Files are read as bytes (one row per file keeps every line's position exact): Spark's text source
     # would replace bytes that are not UTF-8 before anything could keep them.
     files = (
@@ -65,17 +66,23 @@ def _next_arrival_ns() -> int:
         return _last_arrival_ms * 1_000_000
 
 
-def place_in_landing(settings: Settings, name: str, write: Callable[[IO[str]], None]) -> Path:
-    """Write a file into the landing zone atomically: a hidden temp name first, then one rename.
+def place_in_landing(settings: Settings, name: str, write: Callable[[IO[str]], None]) -> Location:
+    """Write a file into the landing zone atomically: a hidden temp name first, then one rename (on object
+    storage, one PUT of the whole file, which readers see whole or not at all).
 
     Arrival order is the file's modification time (Spark's file source takes files oldest first and sees
     milliseconds), so each file gets a distinct millisecond stamp as its modification time, and the same
     stamp starts its name: names never collide (a re-sent file is a new arrival) and sort in arrival order.
-    Spark ignores names starting with ``.``.
+    Spark ignores names starting with ``.``. On object storage the modification time is the server's
+    (seconds): files of one second are ordered by their names, which S3 lists in order.
     """
-    settings.landing_dir.mkdir(parents=True, exist_ok=True)
     arrival = _next_arrival_ns()
     final = settings.landing_dir / f"{arrival:020d}-{Path(name).name}"
+    if is_remote(final):
+        with final.open("w", encoding="utf-8", newline="\n") as handle:
+            write(handle)
+        return final
+    settings.landing_dir.mkdir(parents=True, exist_ok=True)
     temp = settings.landing_dir / f".{final.name}.partial"
     with temp.open("w", encoding="utf-8", newline="\n") as handle:
         write(handle)
@@ -87,7 +94,7 @@ def place_in_landing(settings: Settings, name: str, write: Callable[[IO[str]], N
     return final
 
 
-def ingest_file(settings: Settings, source: Path) -> Path:
+def ingest_file(settings: Settings, source: Path) -> Location:
     """Copy a JSON Lines file into the landing zone atomically (readers never see half a file)."""
     if not source.is_file():
         raise FileNotFoundError(f"no such file: {source}")

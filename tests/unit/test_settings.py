@@ -24,13 +24,14 @@ from warehouse.settings import (
     Settings,
     SettingsError,
     SparkSettings,
+    StorageSettings,
     StreamSettings,
     WatermarkSettings,
     WindowSettings,
 )
 
 GROUPS = (Settings, WindowSettings, WatermarkSettings, StreamSettings, SparkSettings, ScheduleSettings)
-GROUPS += (ClusterSettings, DagsterSettings, KafkaSettings, QualitySettings)
+GROUPS += (ClusterSettings, DagsterSettings, StorageSettings, KafkaSettings, QualitySettings)
 #: Every variable a field is read from.
 VARIABLES = {f.metadata["env"] for group in GROUPS for f in fields(group) if "env" in f.metadata}
 #: Variables any text is good for (paths, the JVM's options): they have no error line.
@@ -121,6 +122,10 @@ READINGS = [
     ("LAKEHOUSE_DAGSTER_PG_DATABASE", "dagster_prod", "dagster.pg_database", "dagster_prod"),
     ("LAKEHOUSE_DAGSTER_PG_USER", "lakehouse", "dagster.pg_user", "lakehouse"),
     ("LAKEHOUSE_DAGSTER_PG_DIR", "/srv/pg", "dagster.pg_dir", Path("/srv/pg")),
+    ("LAKEHOUSE_STORAGE_URI", " s3://lake-1/prod/lakehouse/ ", "storage.uri", "s3://lake-1/prod/lakehouse"),
+    ("LAKEHOUSE_STORAGE_URI", "none", "storage.uri", None),
+    ("LAKEHOUSE_S3_ENDPOINT", "http://127.0.0.1:9000/", "storage.s3_endpoint", "http://127.0.0.1:9000"),
+    ("LAKEHOUSE_S3_REGION", "eu-central-1", "storage.s3_region", "eu-central-1"),
     ("LAKEHOUSE_RECONCILE_CRON", " */5  * * * * ", "schedules.reconcile_cron", "*/5 * * * *"),
     ("LAKEHOUSE_MAINTENANCE_CRON", "0 3 1-7 * 1,3", "schedules.maintenance_cron", "0 3 1-7 * 1,3"),
     ("LAKEHOUSE_SWEEP_START_DATE", "2025-02-03", "schedules.sweep_start_date", date(2025, 2, 3)),
@@ -201,6 +206,10 @@ REFUSALS = [
     ("LAKEHOUSE_DAGSTER_PG_PORT", "99999"),
     ("LAKEHOUSE_DAGSTER_PG_DATABASE", "Dagster-Prod"),
     ("LAKEHOUSE_DAGSTER_PG_USER", "robert'); DROP TABLE runs;--"),
+    ("LAKEHOUSE_STORAGE_URI", "/data/lakehouse"),
+    ("LAKEHOUSE_STORAGE_URI", "s3a://Lake/x"),
+    ("LAKEHOUSE_S3_ENDPOINT", "127.0.0.1:9000"),
+    ("LAKEHOUSE_S3_REGION", "Frankfurt"),
     ("LAKEHOUSE_RECONCILE_CRON", "hourly"),
     ("LAKEHOUSE_RECONCILE_CRON", "* * * *"),
     ("LAKEHOUSE_MAINTENANCE_CRON", "0 3 * * MON"),
@@ -489,6 +498,9 @@ INVALID_CHANGES = [
     (DEFAULTS.dagster, {"pg_database": "1db"}, "LAKEHOUSE_DAGSTER_PG_DATABASE"),
     (DEFAULTS.dagster, {"pg_user": None}, "LAKEHOUSE_DAGSTER_PG_USER"),
     (DEFAULTS.dagster, {"pg_dir": "pg"}, "LAKEHOUSE_DAGSTER_PG_DIR"),
+    (DEFAULTS.storage, {"uri": "file:///tmp"}, "LAKEHOUSE_STORAGE_URI"),
+    (DEFAULTS.storage, {"s3_endpoint": "minio:9000"}, "LAKEHOUSE_S3_ENDPOINT"),
+    (DEFAULTS.storage, {"s3_region": ""}, "LAKEHOUSE_S3_REGION"),
     (DEFAULTS.schedules, {"reconcile_cron": "hourly"}, "LAKEHOUSE_RECONCILE_CRON"),
     (DEFAULTS.schedules, {"maintenance_cron": "0 3 * * MON"}, "LAKEHOUSE_MAINTENANCE_CRON"),
     (DEFAULTS.schedules, {"sweep_start_date": "2024-01-01"}, "LAKEHOUSE_SWEEP_START_DATE"),
@@ -551,3 +563,14 @@ def test_postgres_storage_needs_its_password_from_the_environment() -> None:
     settings = Settings.from_env(env)
     assert settings.dagster.storage == "postgres"
     assert "not-shown" not in repr(settings)
+
+
+def test_on_object_storage_tables_checkpoints_and_landing_move_and_the_rest_stays_home() -> None:
+    settings = Settings.from_env({"LAKEHOUSE_HOME": "/tmp/h", "LAKEHOUSE_STORAGE_URI": "s3://lake/prod"})
+    assert [str(settings.tables_dir), str(settings.checkpoints_dir), str(settings.landing_dir)] == [
+        "s3://lake/prod/tables",
+        "s3://lake/prod/checkpoints",
+        "s3://lake/prod/landing",
+    ]
+    assert settings.reports_dir == Path("/tmp/h/reports") and settings.logs_dir == Path("/tmp/h/logs")
+    assert Settings.from_env({"LAKEHOUSE_HOME": "/tmp/h"}).tables_dir == Path("/tmp/h/tables")
