@@ -19,7 +19,7 @@ from typing import Any
 from warehouse.catalog import BRONZE_EVENTS, user_spend_table
 from warehouse.delta import commit_of
 from warehouse.settings import Settings
-from warehouse.storage import Location, is_remote, move_tree, write_atomically
+from warehouse.storage import Location, is_remote, move_tree, names, write_atomically
 
 #: The streams' names: each is its checkpoint folder's name (and its lock's and its progress rows'
 #: ``stream``). The windows stream's name follows its table (``gold_user_spend_5m`` for 5-minute
@@ -65,9 +65,7 @@ def query_id(checkpoint: Path) -> str:
 
 
 def _numbered(folder: Path) -> list[int]:
-    if not folder.is_dir():
-        return []
-    return sorted(int(entry.name) for entry in folder.iterdir() if entry.name.isdigit())
+    return sorted(int(name) for name in names(folder) if name.isdigit())
 
 
 def committed_batches(checkpoint: Path) -> list[int]:
@@ -189,12 +187,11 @@ def source_log(checkpoint: Path) -> dict[str, int]:
     """Every file the landing stream's file source has taken, with its batch: the source's own log
     (``sources/0``: a JSON line per file, compacted every few batches into ``N.compact``)."""
     log = checkpoint / "sources" / "0"
-    if not log.is_dir():
-        return {}
     taken: dict[str, int] = {}
-    for entry in log.iterdir():
-        if entry.name.startswith("."):
+    for name in names(log):
+        if name.startswith("."):
             continue
+        entry = log / name
         for line in entry.read_text(encoding="utf-8").splitlines()[1:]:
             if line.strip():
                 record = json.loads(line)
@@ -302,13 +299,12 @@ def carried_batch(stage_checkpoint: Path, source: str, batch_id: int) -> int:
     if entry.exists():
         return int(entry.read_text())
     ledger.mkdir(parents=True, exist_ok=True)
-    assigned = [int(e.read_text()) for e in ledger.iterdir() if e.name[:1] != "." and e.name != "writer"]
+    numbered = [ledger / name for name in names(ledger) if name[:1] != "." and name != "writer"]
+    assigned = [int(e.read_text()) for e in numbered]
     legacy = committed_batches(stage_checkpoint)
     number = max([*assigned, legacy[-1] if legacy else -1]) + 1
     write_atomically(entry, str(number))
-    for old in sorted(
-        (e for e in ledger.iterdir() if e.name[:1] != "." and e.name != "writer"), key=lambda e: int(e.read_text())
-    )[:-_LEDGER_KEEP]:
+    for _, old in sorted(zip(assigned, numbered, strict=True), key=lambda pair: pair[0])[: -_LEDGER_KEEP + 1]:
         old.unlink()
     return number
 
@@ -321,14 +317,12 @@ def is_carried(stage_checkpoint: Path) -> bool:
 def carried_batches(stage_checkpoint: Path) -> list[tuple[str, int, int]]:
     """(source stream, its batch, the stage's batch) of the ledger, by the stage's batch."""
     ledger = _ledger(stage_checkpoint)
-    if not ledger.is_dir():
-        return []
-    entries = []
-    for entry in ledger.iterdir():
-        source, _, batch = entry.name.rpartition(".")
+    found = []
+    for name in names(ledger):
+        source, _, batch = name.rpartition(".")
         if source and batch.isdigit():
-            entries.append((source, int(batch), int(entry.read_text())))
-    return sorted(entries, key=lambda e: e[2])
+            found.append((source, int(batch), int((ledger / name).read_text())))
+    return sorted(found, key=lambda e: e[2])
 
 
 def silver_consumption(settings: Settings) -> tuple[int, int] | None:

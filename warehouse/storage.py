@@ -74,6 +74,12 @@ def hadoop_conf(settings: Settings) -> dict[str, str]:
         conf["spark.hadoop.fs.s3a.endpoint"] = storage.s3_endpoint
         conf["spark.hadoop.fs.s3a.path.style.access"] = "true"
         conf["spark.hadoop.fs.s3a.connection.ssl.enabled"] = str(storage.s3_endpoint.startswith("https")).lower()
+        # S3-compatible servers do not all answer "Expect: 100-continue" (moto's answers an upload with a bare
+        # 100, which the SDK takes for an error); AWS does not need it either.
+        conf["spark.hadoop.fs.s3a.connection.expect.continue"] = "false"
+        # The state store's file uploads (copyFromLocalFile) otherwise go through the SDK's transfer manager
+        # and its asynchronous client, which asks for 100-continue whatever the setting above says.
+        conf["spark.hadoop.fs.s3a.optimized.copy.from.local.enabled"] = "false"
     for variable, key in (
         ("AWS_ACCESS_KEY_ID", "spark.hadoop.fs.s3a.access.key"),
         ("AWS_SECRET_ACCESS_KEY", "spark.hadoop.fs.s3a.secret.key"),
@@ -144,6 +150,11 @@ def entries(folder: Location) -> list[tuple[str, int, int]]:
             mtime_ns = int(modified.timestamp() * 1_000_000_000) if modified is not None else 0
             found.append((info["name"].rsplit("/", 1)[-1], mtime_ns, int(info.get("size") or 0)))
     return found
+
+
+def names(folder: Location) -> list[str]:
+    """The names of the files directly in ``folder`` (none when it does not exist), from one listing."""
+    return [name for name, _, _ in entries(folder)]
 
 
 def files_under(folder: Location) -> list[str]:
