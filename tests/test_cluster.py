@@ -1,5 +1,6 @@
 """The lakehouse on a Spark standalone cluster the project starts: a master and two one-core workers on
-127.0.0.1 (``lakehouse cluster up``), the commands run unchanged with ``LAKEHOUSE_SPARK_MASTER``."""
+127.0.0.1 (``lakehouse cluster up``), the commands run unchanged with ``LAKEHOUSE_SPARK_MASTER``; its tables,
+checkpoints and landing zone on an S3-compatible server the test starts (moto's, on 127.0.0.1)."""
 
 import json
 import os
@@ -15,9 +16,9 @@ from decimal import Decimal
 from pathlib import Path
 
 import pytest
-from deltalake import DeltaTable
 from pyspark.sql import SparkSession
 
+from devtools.objectstore import TEST_CREDENTIALS, ObjectStore
 from devtools.synthetic import StreamSpec, generate_lines
 from runtime.runner import run_once, run_reconcile
 from tests.lines import land
@@ -26,6 +27,7 @@ from tests.ui_harness import free_port
 from warehouse.catalog import BRONZE_EVENTS, kept_tables, user_spend_table
 from warehouse.delta import latest_version
 from warehouse.settings import GOLD_OUTPUTS, Settings
+from warehouse.storage import open_delta
 
 pytestmark = [pytest.mark.system, pytest.mark.xdist_group("cluster")]
 
@@ -142,12 +144,12 @@ SAME_EVERYWHERE = {
 
 def _rows(settings: Settings, table: str) -> list[tuple]:
     kept = {t.name: t for t in kept_tables(settings)}[table]
-    data = DeltaTable(str(kept.path(settings))).to_pyarrow_table(columns=list(SAME_EVERYWHERE[table]))
+    data = open_delta(kept.path(settings)).to_pyarrow_table(columns=list(SAME_EVERYWHERE[table]))
     return sorted((tuple(str(value) for value in row.values()) for row in data.to_pylist()), key=repr)
 
 
 def _gold(settings: Settings) -> dict[tuple[str, datetime], tuple[Decimal, int]]:
-    rows = DeltaTable(str(user_spend_table(settings).path(settings))).to_pyarrow_table().to_pylist()
+    rows = open_delta(user_spend_table(settings).path(settings)).to_pyarrow_table().to_pylist()
     return {
         (row["user_id"], row["window_start"].astimezone(UTC)): (row["total_amount"], row["event_count"]) for row in rows
     }
@@ -178,20 +180,34 @@ def _run_once(cluster: Cluster, env: dict[str, str], kill_when: Callable[[], boo
     return False
 
 
-def test_on_the_cluster_nothing_is_lost_or_doubled_and_gold_is_the_reference_and_local_modes(
-    cluster: Cluster, spark: SparkSession, tmp_path: Path
+def test_on_the_cluster_with_tables_on_object_storage_nothing_is_lost_or_doubled_and_gold_is_the_reference(
+    cluster: Cluster, spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Duplicates, invalid lines, disorder and late events landed in two parts. The first part's
-    `run --once` loses a worker (SIGKILL, its executor with it) mid-run; the second's driver is killed
+    """Duplicates, invalid lines, disorder and late events landed in two parts, on the S3 server. The first
+    part's `run --once` loses a worker (SIGKILL, its executor with it) mid-run; the second's driver is killed
     (SIGKILL) once its first batch is in bronze and run again. Then `reconcile`, `validate` and `replay`, all
     on the cluster: gold is the plain-Python reference's, and every table equals what local mode makes of
-    the same files, every output on."""
+    the same files on local disk, every output on."""
+    store = ObjectStore.start("lakehouse-test", tmp_path / "s3.log")
+    try:
+        _on_the_cluster_with_tables_on_object_storage(cluster, spark, tmp_path, monkeypatch, store)
+    finally:
+        store.stop()
+
+
+def _on_the_cluster_with_tables_on_object_storage(
+    cluster: Cluster, spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, store: ObjectStore
+) -> None:
+    # This process reads and lands through the same server, with the same (throwaway) credentials.
+    for name, value in TEST_CREDENTIALS.items():
+        monkeypatch.setenv(name, value)
     home = tmp_path / "cluster-home"
-    settings = Settings.from_env({"LAKEHOUSE_HOME": str(home)})
+    settings = Settings.from_env({"LAKEHOUSE_HOME": str(home), **store.env})
     on_cluster = {
         "LAKEHOUSE_HOME": str(home),
         "LAKEHOUSE_SPARK_MASTER": cluster.master,
         "LAKEHOUSE_SPARK_CORES_MAX": "2",
+        **store.env,
     }
     spec = StreamSpec(
         events=1500, users=12, rate=2.0, disorder_seconds=30, duplicate_fraction=0.05,
@@ -247,6 +263,10 @@ def test_on_the_cluster_nothing_is_lost_or_doubled_and_gold_is_the_reference_and
     assert _gold(settings) == expected
     for table in SAME_EVERYWHERE:
         assert _rows(settings, table) == _rows(local, table), f"{table} after replay"
+    # Tables, checkpoints and the landing zone are on the server; none of them in the home.
+    prefixes = {key.split("/")[1] for key in store.keys("lakehouse/")}
+    assert {"tables", "checkpoints", "landing"} <= prefixes, prefixes
+    assert not any((home / folder).exists() for folder in ("tables", "checkpoints", "landing"))
     # The executors ran on the workers: each worker's scratch holds the applications' executor folders.
     executor_dirs = list((cluster.home / "cluster" / "work").glob("worker-*/app-*/*"))
     assert len({path.parts[-3] for path in executor_dirs}) == 2, executor_dirs
