@@ -9,6 +9,7 @@ from pyspark.sql import SparkSession
 
 from warehouse.session import spark_conf
 from warehouse.settings import Settings
+from warehouse.storage import hand_credentials_to_executors
 
 
 class LakehouseResource(dg.ConfigurableResource):
@@ -30,7 +31,9 @@ class LakehouseResource(dg.ConfigurableResource):
 
     def spark(self) -> SparkSession:
         self.settings().ensure_home()
-        return self.pyspark.spark_session
+        spark = self.pyspark.spark_session
+        hand_credentials_to_executors(spark, self.settings())
+        return spark
 
 
 def lakehouse_resource(settings: Settings) -> LakehouseResource:

@@ -10,7 +10,7 @@ from pathlib import Path
 from pyspark.sql import SparkSession
 
 from warehouse.settings import Settings, SettingsError
-from warehouse.storage import hadoop_conf, s3_jars
+from warehouse.storage import hadoop_conf, hand_credentials_to_executors, s3_jars
 
 
 def delta_jars(settings: Settings) -> list[Path]:
@@ -117,6 +117,7 @@ def spark_session(settings: Settings, app_name: str = "lakehouse") -> SparkSessi
     with _jvm_output(None if settings.spark.verbose else spark_log(settings)):
         spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
+    hand_credentials_to_executors(spark, settings)
     return spark
 
 

@@ -21,6 +21,7 @@ from warehouse.settings import REPO_ROOT, Settings, SettingsError
 
 if TYPE_CHECKING:
     import deltalake
+    from pyspark.sql import SparkSession
     from upath import UPath
 
 #: A place of the lakehouse's data: local (``Path``) or on object storage (``UPath``).
@@ -57,9 +58,9 @@ def open_delta(location: Location, version: int | None = None) -> "deltalake.Del
 
 
 def hadoop_conf(settings: Settings) -> dict[str, str]:
-    """Spark's settings for S3A (empty on local disk): ``s3://`` served by S3A too, the endpoint and region,
-    and the credentials of the driver's environment handed to the executors (Spark redacts ``*.secret.key``
-    wherever it shows its configuration); without them, S3A's own chain (an instance role) applies."""
+    """Spark's settings for S3A (empty on local disk): ``s3://`` served by S3A too, the endpoint and region.
+    No credentials: they are not configuration (Dagster shows its resources' configuration); see
+    :func:`hand_credentials_to_executors`."""
     storage = settings.storage
     if storage.uri is None:
         return {}
@@ -80,14 +81,24 @@ def hadoop_conf(settings: Settings) -> dict[str, str]:
         # The state store's file uploads (copyFromLocalFile) otherwise go through the SDK's transfer manager
         # and its asynchronous client, which asks for 100-continue whatever the setting above says.
         conf["spark.hadoop.fs.s3a.optimized.copy.from.local.enabled"] = "false"
+    return conf
+
+
+def hand_credentials_to_executors(spark: "SparkSession", settings: Settings) -> None:
+    """Put the driver's AWS credentials from its environment into the session's Hadoop configuration, which
+    Spark ships to the executors with each job: executors on other hosts need not have them in their own
+    environment. Without them in the environment, S3A's own chain (a profile, an instance role) applies.
+    Spark redacts these keys wherever it shows its configuration."""
+    if settings.storage.uri is None:
+        return
+    hadoop = spark.sparkContext._jsc.hadoopConfiguration()
     for variable, key in (
-        ("AWS_ACCESS_KEY_ID", "spark.hadoop.fs.s3a.access.key"),
-        ("AWS_SECRET_ACCESS_KEY", "spark.hadoop.fs.s3a.secret.key"),
-        ("AWS_SESSION_TOKEN", "spark.hadoop.fs.s3a.session.token"),
+        ("AWS_ACCESS_KEY_ID", "fs.s3a.access.key"),
+        ("AWS_SECRET_ACCESS_KEY", "fs.s3a.secret.key"),
+        ("AWS_SESSION_TOKEN", "fs.s3a.session.token"),
     ):
         if os.environ.get(variable):
-            conf[key] = os.environ[variable]
-    return conf
+            hadoop.set(key, os.environ[variable])
 
 
 def s3_jars(settings: Settings) -> list[Path]:
