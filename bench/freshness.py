@@ -130,10 +130,12 @@ def _streams_running(env: dict[str, str]) -> bool:
     return all(lock_holder(settings, name) for name in names) and (settings.home / "tables" / "gold").is_dir()
 
 
-def measure(rate: int, seconds: float, trigger: int, root: Path) -> RateResult:
+def measure(rate: int, seconds: float, trigger: int, root: Path, extra_env: dict[str, str] | None = None) -> RateResult:
+    """One rate held for ``seconds``; ``extra_env`` adds settings (a cluster's master, say)."""
     home = root / f"rate-{rate}"
     env = _environment(home, 50)
     env["LAKEHOUSE_TRIGGER_INTERVAL_SECONDS"] = str(trigger)
+    env.update(extra_env or {})
     settings = Settings.from_env(env)
     watched = outputs(settings)
     log = (root / f"rate-{rate}.log").open("w")

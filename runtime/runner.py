@@ -45,6 +45,7 @@ from transforms.latency import latencies
 from transforms.reconcile import repair_dates
 from warehouse.catalog import kept_tables
 from warehouse.delta import batch_scope, ensure_tables, side_by_side
+from warehouse.leases import check_held
 from warehouse.locks import GOLD_LOCK_WAIT_SECONDS, hold_all, hold_gold
 from warehouse.settings import Settings
 
@@ -97,6 +98,7 @@ def start_stage(
     recorder = recorder_for(spark, settings)
 
     def each_batch(batch: DataFrame, batch_id: int) -> None:
+        check_held()  # a stream whose lease was taken over (it stalled past the lease time) writes nothing more
         if "id" not in writer:
             writer["id"] = _writer_id(checkpoint, stage)
         started = time.monotonic()

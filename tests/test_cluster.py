@@ -180,6 +180,7 @@ def _run_once(cluster: Cluster, env: dict[str, str], kill_when: Callable[[], boo
     return False
 
 
+@pytest.mark.timeout(1800)  # about 450 s alone: ten JVM starts with executors, every output on, on S3
 def test_on_the_cluster_with_tables_on_object_storage_nothing_is_lost_or_doubled_and_gold_is_the_reference(
     cluster: Cluster, spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -19,7 +19,8 @@ import pytest
 from tests.sensor_flow import LANDING_SENSOR, LATE_DATA_SENSOR, RECONCILE_JOB, STREAMS_JOB, hands_free_loop
 from tests.ui_harness import REPO, DagsterUI, free_port
 
-pytestmark = [pytest.mark.system, pytest.mark.ui, pytest.mark.xdist_group("postgres")]
+# On the cluster test's xdist worker: two clusters at once on two cores starved both (551 s here instead of 230).
+pytestmark = [pytest.mark.system, pytest.mark.ui, pytest.mark.xdist_group("cluster")]
 
 LAKEHOUSE = str(Path(sys.executable).parent / "lakehouse")
 

@@ -1,8 +1,11 @@
-"""Named locks under ``LAKEHOUSE_HOME/locks``, shared by every process that writes the lakehouse.
+"""Named locks shared by every process that writes the lakehouse.
 
-A lock is an ``flock`` on a file: the kernel releases it when its holder dies (even by SIGKILL), so a
-crashed run never leaves a stale lock. Flock locks belong to an open file, so two holders in one
-process exclude each other too (a Dagster run and a CLI thread behave like two processes).
+On local disk a lock is an ``flock`` on a file under ``LAKEHOUSE_HOME/locks``: the kernel releases it when
+its holder dies (even by SIGKILL), so a crashed run never leaves a stale lock. Flock locks belong to an open
+file, so two holders in one process exclude each other too (a Dagster run and a CLI thread behave like two
+processes). With the data on object storage (``LAKEHOUSE_STORAGE_URI``), writers may be on several hosts,
+and a lock is a lease object next to the data instead (``warehouse.leases``): taken by a conditional PUT,
+kept alive by a heartbeat, expired after ``LAKEHOUSE_LOCK_LEASE_SECONDS`` when its holder died.
 
 Names in use: one per stream (its checkpoint must have one writer), ``gold`` (every read-modify-write
 of a gold table: the window stream's batches, reconciliation, the replay's swap), ``replay``.
@@ -15,6 +18,7 @@ from contextlib import AbstractContextManager, ExitStack, contextmanager
 from pathlib import Path
 from typing import IO
 
+from warehouse import leases
 from warehouse.settings import Settings
 
 #: Every read-modify-write of the tumbling table (and its firings and corrections) holds this lock.
@@ -41,6 +45,13 @@ def hold_gold(settings: Settings, purpose: str, *, derived: bool = True) -> Abst
 
 def lock_path(settings: Settings, name: str) -> Path:
     return settings.home / "locks" / f"{name}.lock"
+
+
+def _where(settings: Settings, name: str) -> str:
+    """Where the lock ``name`` lives, as a refusal names it."""
+    if settings.storage.on_object_storage:
+        return str(leases.lease_location(settings, name))
+    return str(lock_path(settings, name))
 
 
 @contextmanager
@@ -72,7 +83,15 @@ def _flock(settings: Settings, name: str, deadline: float, purpose: str) -> Iter
         _release(handle)
 
 
-def _acquire(settings: Settings, name: str, deadline: float, purpose: str) -> IO[str]:
+def _acquire(settings: Settings, name: str, deadline: float, purpose: str) -> IO[str] | leases.Lease:
+    if settings.storage.on_object_storage:
+        leases.check_held()
+        lease = leases.acquire(settings, name, deadline, purpose)
+        if lease is None:
+            lock = name.removesuffix(".turnstile")
+            holder = leases.holder(settings, lock) or "another run"
+            raise LockBusyError(f"the {lock} lock is held by {holder} ({_where(settings, lock)})")
+        return lease
     path = lock_path(settings, name)
     path.parent.mkdir(parents=True, exist_ok=True)
     handle = path.open("a+")
@@ -99,6 +118,8 @@ def _acquire(settings: Settings, name: str, deadline: float, purpose: str) -> IO
 
 def lock_holder(settings: Settings, name: str) -> str | None:
     """What holds the lock ``name`` right now (its purpose line), or None when it is free."""
+    if settings.storage.on_object_storage:
+        return leases.holder(settings, name)
     path = lock_path(settings, name)
     if not path.exists():
         return None
@@ -119,10 +140,13 @@ def ensure_free(settings: Settings, names: list[str]) -> None:
     for name in names:
         holder = lock_holder(settings, name)
         if holder is not None:
-            raise LockBusyError(f"the {name} lock is held by {holder} ({lock_path(settings, name)})")
+            raise LockBusyError(f"the {name} lock is held by {holder} ({_where(settings, name)})")
 
 
-def _release(handle: IO[str]) -> None:
+def _release(handle: IO[str] | leases.Lease) -> None:
+    if isinstance(handle, leases.Lease):
+        handle.release()
+        return
     fcntl.flock(handle, fcntl.LOCK_UN)
     handle.close()
 

@@ -280,14 +280,18 @@ REGION = pattern(r"[a-z]{2}(-[a-z]+)+-\d", "be an AWS region such as us-east-1")
 class StorageSettings(Group):
     """Where the data lives: the home's folders (``uri`` none, the default), or object storage (``uri``
     ``s3://bucket/prefix``) for the three places every executor and host must reach: tables, checkpoints and
-    the landing zone. Logs, status files, reports and locks stay in the home. Credentials come from the
-    environment or the AWS chain (``AWS_ACCESS_KEY_ID``/``AWS_SECRET_ACCESS_KEY``, a profile, an instance
-    role), never from a setting. ``s3_endpoint`` names an S3-compatible server (MinIO, a test server), which
-    is then addressed path-style."""
+    the landing zone. Logs, status files and reports stay in the home; locks become leases beside the data,
+    renewed within ``lease_seconds``. Credentials come from the environment or the AWS chain
+    (``AWS_ACCESS_KEY_ID``/``AWS_SECRET_ACCESS_KEY``, a profile, an instance role), never from a setting.
+    ``s3_endpoint`` names an S3-compatible server (MinIO, a test server), which is then addressed
+    path-style."""
 
     uri: str | None = field(default=None, metadata=var("LAKEHOUSE_STORAGE_URI", STORAGE_URI))
     s3_endpoint: str | None = field(default=None, metadata=var("LAKEHOUSE_S3_ENDPOINT", ENDPOINT))
     s3_region: str = field(default="us-east-1", metadata=var("LAKEHOUSE_S3_REGION", REGION))
+    #: On object storage the locks are leases: one not renewed for this long (its holder died or stalled)
+    #: is taken over by the next writer; holders renew every third of it.
+    lease_seconds: int = field(default=30, metadata=var("LAKEHOUSE_LOCK_LEASE_SECONDS", POSITIVE_INT))
 
     @property
     def on_object_storage(self) -> bool:
