@@ -29,7 +29,8 @@ from warehouse.storage import names, open_delta
 
 pytestmark = [pytest.mark.system, pytest.mark.xdist_group("leases")]
 
-LEASE_SECONDS = 3
+#: Short enough to wait for, long enough that a heartbeat (every third of it) is never late on a loaded machine.
+LEASE_SECONDS = 9
 LAKEHOUSE = str(Path(sys.executable).parent / "lakehouse")
 
 
@@ -56,6 +57,7 @@ def _python(code: str, env: dict[str, str]) -> subprocess.Popen:
     return subprocess.Popen(
         [sys.executable, "-c", textwrap.dedent(code)],
         env={**os.environ, **env},
+        stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -67,6 +69,8 @@ CONTENDER = """
     from warehouse.locks import hold_gold
     from warehouse.settings import Settings
     settings = Settings.from_env()
+    print("ready", flush=True)
+    sys.stdin.readline()  # both start together, whatever their start-up took
     held = []
     for turn in range(12):
         with hold_gold(settings, f"{settings.home.name} turn {turn}"):
@@ -79,6 +83,11 @@ CONTENDER = """
 
 def test_two_hosts_never_hold_the_gold_lock_at_once(hosts: dict[str, dict[str, str]]) -> None:
     runs = {host: _python(CONTENDER, env) for host, env in hosts.items()}
+    for run in runs.values():
+        assert run.stdout.readline().strip() == "ready", run.stderr.read()
+    for run in runs.values():
+        run.stdin.write("go\n")
+        run.stdin.flush()
     held = {}
     for host, run in runs.items():
         out, err = run.communicate(timeout=300)
@@ -153,6 +162,7 @@ def test_a_crashed_holder_on_this_host_frees_its_lease_at_once(hosts: dict[str, 
     holder.send_signal(signal.SIGKILL)
     holder.wait(timeout=30)
     restarted = Settings.from_env(hosts["host-a"])
+    assert lock_holder(restarted, "bronze_events") is None  # `run`'s fast pre-check sees it free too
     started = time.monotonic()
     with hold(restarted, "bronze_events", purpose="the restart"):  # no waiting: the holder is known dead
         assert lock_holder(restarted, "bronze_events").startswith("the restart on ")
@@ -170,7 +180,9 @@ def test_a_holder_that_stalls_past_its_lease_loses_it_and_says_so(hosts: dict[st
             assert lock_holder(first, "gold").startswith("takes over on ")
             lease._stop.clear()
             lease.start_heartbeat()  # the stalled holder wakes up: its next beat finds the lease gone
-            time.sleep(LEASE_SECONDS)
+            deadline = time.monotonic() + LEASE_SECONDS
+            while not lease.lost and time.monotonic() < deadline:
+                time.sleep(0.1)
             assert lease.lost
             with pytest.raises(LeaseLostError):
                 check_held()  # what each stream batch calls before writing

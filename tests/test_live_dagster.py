@@ -21,6 +21,7 @@ from deltalake import DeltaTable
 
 from runtime.progress import CONTINUOUS_PREFIX
 from runtime.sources.landing import place_in_landing
+from tests.sensor_flow import event
 from tests.ui_harness import REPO, VENV_PYTHON, DagsterUI, wait_for
 from warehouse.settings import Settings
 
@@ -86,10 +87,6 @@ query Sensor($selector: SensorSelector!) {
   }
 }
 """
-
-
-def event(event_id: str, user: str, when: str, amount: int) -> dict[str, Any]:
-    return {"event_id": event_id, "user_id": user, "event_time": when, "amount": amount}
 
 
 FIRST = [

@@ -220,8 +220,8 @@ def holder(settings: Settings, name: str) -> str | None:
     """What holds the lease ``name`` (its purpose and host) while it is live, else None."""
     location = lease_location(settings, name)
     current = _head(location)
-    if current is None or current["age"] >= settings.storage.lease_seconds:
-        return None
+    if current is None or current["age"] >= settings.storage.lease_seconds or _holder_died_here(location):
+        return None  # free, expired, or its holder's process on this host is gone (the next taker takes it over)
     try:
         shown = json.loads(location.read_bytes())
     except (OSError, ValueError):
