@@ -6,7 +6,6 @@ bucket, and gives the environment that puts a lakehouse's tables, checkpoints an
 never checks). The server keeps everything in memory and ends with ``stop()``.
 """
 
-import os
 import subprocess
 import sys
 import time
@@ -83,8 +82,3 @@ class ObjectStore:
         if self.process.poll() is None:
             stop_process(self.process.pid, seconds=10)
         self.process.wait()
-
-
-def with_store(env: dict[str, str], store: ObjectStore) -> dict[str, str]:
-    """``env`` with the store's variables on top (for a subprocess)."""
-    return {**os.environ, **env, **store.env}
