@@ -131,6 +131,7 @@ def main() -> None:
                 # Two applications (the critical path, the followers): one core each.
                 extra = {**_cluster_settings(cluster_env), "LAKEHOUSE_SPARK_MASTER": f"spark://127.0.0.1:{port}",
                          "LAKEHOUSE_SPARK_CORES_MAX": "1"}  # fmt: skip
+            (root / f"fresh-{mode}").mkdir()
             try:
                 measured = measure(FRESH_RATE, args.fresh_minutes * 60, 1, root / f"fresh-{mode}", extra)
             finally:

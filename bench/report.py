@@ -174,6 +174,38 @@ def rows() -> list[tuple[str, str, str, str]]:
                     "meets" if ratio <= 0.1 else "above",
                 )
             )
+    cluster = _load("cluster")
+    if cluster and "s3_seconds" in cluster:
+        workers = f"{cluster['workers']} workers x {cluster['worker_cores']} core"
+        table.append(
+            (
+                f"run --once on {cluster['events']:,} events: standalone cluster ({workers}) vs local mode",
+                f"{cluster['cluster_seconds']:.1f} vs {cluster['local_seconds']:.1f} s = "
+                f"{cluster['throughput_cluster_over_local']:.2f}x throughput, same gold",
+                "reported",
+                "measured",
+            )
+        )
+        table.append(
+            (
+                f"run --once on {cluster['events']:,} events: tables on an S3 server (127.0.0.1) vs local disk",
+                f"{cluster['s3_seconds']:.1f} vs {cluster['local_seconds']:.1f} s = "
+                f"{cluster['throughput_s3_over_disk']:.2f}x throughput, same gold",
+                "reported",
+                "measured",
+            )
+        )
+        for mode, fresh in cluster["freshness"].items():
+            gold = fresh["user_spend_5m"]
+            table.append(
+                (
+                    f"freshness at {cluster['freshness_rate']:,} events/s for {cluster['freshness_minutes']:g} min, "
+                    f"{mode}: p50 / p99",
+                    f"{gold['p50']} / {gold['p99']} s ({'kept up' if fresh['kept_up'] else 'fell behind'})",
+                    "reported",
+                    "kept up" if fresh["kept_up"] else "fell behind",
+                )
+            )
     return table
 
 

@@ -1,6 +1,5 @@
 """The ``lakehouse`` command line: the same transforms the Dagster assets run, from a terminal."""
 
-import json
 import os
 import sys
 import time
@@ -11,7 +10,7 @@ from typing import Annotated, Any
 import typer
 
 from cli import render, servers
-from cli.common import console
+from cli.common import console, print_json
 from cli.common import fails_in_one_line as _fails_in_one_line
 from cli.common import home_settings as _settings
 from warehouse.settings import Settings
@@ -212,7 +211,7 @@ def status(
 
     settings = _settings()
     if as_json:
-        sys.stdout.write(json.dumps([s.to_json() for s in pipeline_status(settings)], indent=2) + "\n")
+        print_json([s.to_json() for s in pipeline_status(settings)])
         return
     if watch is None:
         watch = console.is_terminal
@@ -246,7 +245,7 @@ def maintain(
     with console.status("compacting, vacuuming, checkpointing"):
         results = maintain_tables(spark, settings, all_tables(settings))
     if as_json:
-        sys.stdout.write(json.dumps([r.to_json() for r in results], indent=2) + "\n")
+        print_json([r.to_json() for r in results])
         return
     console.print(render.maintenance_table(results))
     console.print(
@@ -379,7 +378,7 @@ def validate(
         run = run_suites(spark, settings, suite or None)
     summary = run.summary()
     if as_json:
-        sys.stdout.write(json.dumps(summary, indent=2, default=str) + "\n")
+        print_json(summary)
     else:
         render.print_validation(console, summary)
     if run.blocking_failed:
@@ -398,7 +397,7 @@ def tables(
 
     states = catalog_states(_settings())
     if as_json:
-        sys.stdout.write(json.dumps([s.as_json() for s in states], indent=2) + "\n")
+        print_json([s.as_json() for s in states])
         return
     console.print(render.catalog_table(states, _settings().home, console.width, console))
 
@@ -471,7 +470,7 @@ def history(
     table = _catalog_table(settings, table_name)
     commits = table_history(settings, table, limit)
     if as_json:
-        sys.stdout.write(json.dumps([c.as_json() for c in commits or []], indent=2) + "\n")
+        print_json([c.as_json() for c in commits or []])
         return
     if commits is None:
         console.print(_missing(settings, table), markup=False, highlight=False)

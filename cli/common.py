@@ -1,5 +1,6 @@
 """What every ``lakehouse`` command shares: the consoles, one-line failures, the checked settings."""
 
+import json
 import sys
 from collections.abc import Callable
 from functools import wraps
@@ -38,3 +39,8 @@ def home_settings() -> Settings:
     settings = Settings.from_env()
     settings.ensure_home()
     return settings
+
+
+def print_json(value: Any) -> None:
+    """``--json``: the value alone on stdout, indented, so it pipes to ``jq``."""
+    sys.stdout.write(json.dumps(value, indent=2, default=str) + "\n")

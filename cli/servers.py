@@ -2,14 +2,12 @@
 anything (a Kafka broker, a Spark standalone cluster, PostgreSQL for Dagster), on 127.0.0.1, their files under
 the home."""
 
-import json
-import sys
 from typing import Annotated
 
 import typer
 
 from cli import render
-from cli.common import console, fails_in_one_line, home_settings
+from cli.common import console, fails_in_one_line, home_settings, print_json
 
 kafka_app = typer.Typer(
     name="kafka",
@@ -63,7 +61,7 @@ def kafka_status(
         states = None  # nothing answers
     report = render.kafka_report(settings.kafka, pid, states)
     if as_json:
-        sys.stdout.write(json.dumps(report, indent=2) + "\n")
+        print_json(report)
         return
     render.print_kafka_status(console, report)
 
@@ -115,7 +113,7 @@ def cluster_status(
 
     report = status(home_settings())
     if as_json:
-        sys.stdout.write(json.dumps(report, indent=2) + "\n")
+        print_json(report)
         return
     if not report["running"]:
         console.print(f"no Spark cluster answers at {report['ui']} (start one: lakehouse cluster up)", highlight=False)
@@ -180,7 +178,7 @@ def postgres_status(
 
     report = status(home_settings())
     if as_json:
-        sys.stdout.write(json.dumps(report, indent=2) + "\n")
+        print_json(report)
         return
     state = "running" if report["running"] else "not running"
     console.print(

@@ -5,9 +5,7 @@ checkpoints and landing zone on an S3-compatible server the test starts (moto's,
 import json
 import os
 import signal
-import socket
 import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import replace
@@ -23,6 +21,7 @@ from devtools.synthetic import StreamSpec, generate_lines
 from runtime.runner import run_once, run_reconcile
 from tests.lines import land
 from tests.reference import landing_lines, window_totals
+from tests.servers import LAKEHOUSE, Commands, cluster_settings, listening
 from tests.ui_harness import free_port
 from warehouse.catalog import BRONZE_EVENTS, kept_tables, user_spend_table
 from warehouse.delta import latest_version
@@ -31,51 +30,11 @@ from warehouse.storage import open_delta
 
 pytestmark = [pytest.mark.system, pytest.mark.xdist_group("cluster")]
 
-LAKEHOUSE = str(Path(sys.executable).parent / "lakehouse")
 
-
-def _listening(pid: int) -> list[tuple[str, int]]:
-    """The (address, port) pairs process ``pid`` listens on, from /proc (IPv4, and IPv4-mapped IPv6)."""
-    inodes = set()
-    for fd in Path(f"/proc/{pid}/fd").iterdir():
-        target = os.readlink(fd) if fd.is_symlink() else ""
-        if target.startswith("socket:["):
-            inodes.add(target[8:-1])
-    found = []
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        for line in Path(table).read_text().splitlines()[1:]:
-            fields = line.split()
-            local, state, inode = fields[1], fields[3], fields[9]
-            if state != "0A" or inode not in inodes:  # 0A: LISTEN
-                continue
-            address, port = local.split(":")
-            raw = bytes.fromhex(address[-8:])[::-1]  # the last 32 bits, little-endian: the IPv4 address
-            mapped = len(address) == 8 or address[:24] == "0000000000000000FFFF0000"
-            found.append((socket.inet_ntoa(raw) if mapped else address, int(port, 16)))
-    return found
-
-
-class Cluster:
+class Cluster(Commands):
     def __init__(self, home: Path) -> None:
+        super().__init__({"LAKEHOUSE_HOME": str(home), **cluster_settings()})
         self.home = home
-        self.env = {
-            "LAKEHOUSE_HOME": str(home),
-            "LAKEHOUSE_CLUSTER_PORT": str(free_port()),
-            "LAKEHOUSE_CLUSTER_UI_PORT": str(free_port()),
-            "LAKEHOUSE_CLUSTER_WORKERS": "2",
-            "LAKEHOUSE_CLUSTER_WORKER_CORES": "1",
-            "LAKEHOUSE_CLUSTER_WORKER_MEMORY": "1g",
-        }
-        self.master = f"spark://127.0.0.1:{self.env['LAKEHOUSE_CLUSTER_PORT']}"
-
-    def command(self, *args: str, timeout: float = 600, **env: str) -> subprocess.CompletedProcess:
-        return subprocess.run(
-            [LAKEHOUSE, *args],
-            env={**os.environ, **self.env, **env},
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-        )
 
     def status(self) -> dict:
         result = self.command("cluster", "status", "--json")
@@ -103,10 +62,10 @@ def test_cluster_up_starts_a_master_and_its_workers_on_loopback(cluster: Cluster
     assert [(w["state"], w["cores"]) for w in state["workers"]] == [("ALIVE", 1), ("ALIVE", 1)]
     assert all(state["pids"].values())
     # Every port the master and workers listen on is on 127.0.0.1 only.
-    listening = [address for pid in state["pids"].values() for address in _listening(pid)]
-    assert len(listening) >= 4, listening  # the master's RPC and UI ports, and each worker's two
-    assert {host for host, _ in listening} == {"127.0.0.1"}, listening
-    assert 6066 not in {port for _, port in listening}  # no REST submission server
+    opened = [address for pid in state["pids"].values() for address in listening(pid)]
+    assert len(opened) >= 4, opened  # the master's RPC and UI ports, and each worker's two
+    assert {host for host, _ in opened} == {"127.0.0.1"}, opened
+    assert 6066 not in {port for _, port in opened}  # no REST submission server
     # A second `up` finds it running and starts nothing.
     again = cluster.command("cluster", "up")
     assert again.returncode == 0 and "already running" in again.stdout, again.stderr

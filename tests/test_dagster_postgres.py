@@ -7,7 +7,6 @@ import os
 import secrets
 import shutil
 import subprocess
-import sys
 import tempfile
 import urllib.request
 from collections.abc import Iterator
@@ -17,37 +16,28 @@ import psycopg2
 import pytest
 
 from tests.sensor_flow import LANDING_SENSOR, LATE_DATA_SENSOR, RECONCILE_JOB, STREAMS_JOB, hands_free_loop
+from tests.servers import Commands, cluster_settings
 from tests.ui_harness import REPO, DagsterUI, free_port
 
 # On the cluster test's xdist worker: two clusters at once on two cores starved both (551 s here instead of 230).
 pytestmark = [pytest.mark.system, pytest.mark.ui, pytest.mark.xdist_group("cluster")]
 
-LAKEHOUSE = str(Path(sys.executable).parent / "lakehouse")
 
-
-class Servers:
+class Servers(Commands):
     """A PostgreSQL and a two-worker cluster of one core each, their files under ``workdir``."""
 
     def __init__(self, workdir: Path) -> None:
         self.workdir = workdir
         self.password = secrets.token_urlsafe(18)
-        self.env = {
-            "LAKEHOUSE_HOME": str(workdir / "servers"),
-            # Started by root, the server runs as `postgres`: a folder that user reaches.
-            "LAKEHOUSE_DAGSTER_PG_DIR": str(workdir / "postgres"),
-            "LAKEHOUSE_DAGSTER_PG_PORT": str(free_port()),
-            "LAKEHOUSE_DAGSTER_PG_PASSWORD": self.password,
-            "LAKEHOUSE_CLUSTER_PORT": str(free_port()),
-            "LAKEHOUSE_CLUSTER_UI_PORT": str(free_port()),
-            "LAKEHOUSE_CLUSTER_WORKERS": "2",
-            "LAKEHOUSE_CLUSTER_WORKER_CORES": "1",
-            "LAKEHOUSE_CLUSTER_WORKER_MEMORY": "1g",
-        }
-        self.master = f"spark://127.0.0.1:{self.env['LAKEHOUSE_CLUSTER_PORT']}"
-
-    def command(self, *args: str, timeout: float = 300, **env: str) -> subprocess.CompletedProcess:
-        return subprocess.run(
-            [LAKEHOUSE, *args], env={**os.environ, **self.env, **env}, capture_output=True, text=True, timeout=timeout
+        super().__init__(
+            {
+                "LAKEHOUSE_HOME": str(workdir / "servers"),
+                # Started by root, the server runs as `postgres`: a folder that user reaches.
+                "LAKEHOUSE_DAGSTER_PG_DIR": str(workdir / "postgres"),
+                "LAKEHOUSE_DAGSTER_PG_PORT": str(free_port()),
+                "LAKEHOUSE_DAGSTER_PG_PASSWORD": self.password,
+                **cluster_settings(),
+            }
         )
 
     def query(self, sql: str) -> list[tuple]:

@@ -220,6 +220,16 @@ def test_a_stream_on_one_host_and_a_reconcile_and_a_replay_on_another(hosts: dic
     on_a, on_b = Settings.from_env(a), Settings.from_env(b)
     quick = {"LAKEHOUSE_GOLD_OUTPUTS": "none", "LAKEHOUSE_TRIGGER_INTERVAL_SECONDS": "1"}
     land(on_a, "seeds.jsonl", [*SEEDS_EXAMPLE, HOURS_LATER])
+
+    def on_host_b(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [LAKEHOUSE, *args],
+            env={**os.environ, **b, **quick, "COLUMNS": "200"},
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+
     stream = subprocess.Popen(
         [LAKEHOUSE, "run", "--continuous"],
         env={**os.environ, **a, **quick},
@@ -231,11 +241,6 @@ def test_a_stream_on_one_host_and_a_reconcile_and_a_replay_on_another(hosts: dic
         _wait(lambda: _gold_total(on_a, "A") == (Decimal("7.00"), 2), "gold from the seeds", stream)
         land(on_b, "too-late.jsonl", [TOO_LATE])  # landed from host B, taken by host A's stream
         _wait(lambda: _late_event_ids(on_b) == ["a3"], "the too-late event set aside", stream)
-
-        def on_host_b(*args: str) -> subprocess.CompletedProcess:
-            return subprocess.run(
-                [LAKEHOUSE, *args], env={**os.environ, **b, **quick}, capture_output=True, text=True, timeout=600
-            )
 
         replay = on_host_b("replay")
         assert replay.returncode == 1
@@ -256,3 +261,11 @@ def test_a_stream_on_one_host_and_a_reconcile_and_a_replay_on_another(hosts: dic
     locks = on_a.data_root() / "locks"
     assert [name for name in names(locks) if name.endswith(".lease")] == []
     assert _gold_total(on_a, "A") == (Decimal("8.00"), 3) and _gold_total(on_a, "B") == (Decimal("3.00"), 1)
+    # The delta-rs readers on host B read the same URIs: history, show, and time travel to before the reconcile.
+    commits = json.loads(on_host_b("history", "gold.user_spend_5m", "--json").stdout)
+    assert commits and commits[0]["operation"] == "MERGE", commits
+    latest = on_host_b("show", "gold.user_spend_5m")
+    assert latest.returncode == 0 and "8.00" in latest.stdout and "4 of 4 rows shown" in latest.stdout, latest
+    earlier = [on_host_b("show", "gold.user_spend_5m", "--as-of", str(c["version"])).stdout for c in commits[1:]]
+    before = next(out for out in earlier if "8.00" not in out)
+    assert "7.00" in before and "3.00" in before, before

@@ -84,7 +84,11 @@ def place_in_landing(settings: Settings, name: str, write: Callable[[IO[str]], N
         return final
     settings.landing_dir.mkdir(parents=True, exist_ok=True)
     temp = settings.landing_dir / f".{final.name}.partial"
-    with temp.open("w", encoding="utf-8", newline="\n") as handle:
+    try:  # created new, never through a link planted at its name: the bytes land in the landing zone or nowhere
+        descriptor = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+    except FileExistsError:
+        raise FileExistsError(f"landing zone: {temp} exists (a link or a stray file); nothing was placed") from None
+    with open(descriptor, "w", encoding="utf-8", newline="\n") as handle:
         write(handle)
         handle.flush()
         os.fsync(handle.fileno())

@@ -1,0 +1,57 @@
+"""Placing files into the landing zone (``lakehouse ingest``, ``generate``, the benches): whatever name or
+link a caller or a planted file offers, the bytes land as one new file directly in the landing zone, or
+nothing is written and the refusal is one line. No Spark: the placement is plain file work."""
+
+import os
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from cli.app import app
+from runtime.sources import landing
+from runtime.sources.landing import place_in_landing
+from warehouse.settings import Settings
+
+LINE = '{"event_id": "e"}\n'
+
+
+@pytest.fixture
+def settings(tmp_path: Path) -> Settings:
+    return Settings.from_env({"LAKEHOUSE_HOME": str(tmp_path / "home")})
+
+
+@pytest.mark.parametrize("name", ["../../tables/x.jsonl", "/etc/x.jsonl", "a/../../b.jsonl", "..", "."])
+def test_a_name_with_folders_or_dots_lands_directly_in_the_landing_zone(settings: Settings, name: str) -> None:
+    placed = place_in_landing(settings, name, lambda handle: handle.write(LINE))
+    assert placed.parent == settings.landing_dir
+    assert [p.name for p in settings.landing_dir.iterdir()] == [placed.name]
+    assert placed.read_text() == LINE
+    assert sorted(p.name for p in settings.home.iterdir()) == ["landing"], "nothing beside the landing zone"
+
+
+def test_a_link_planted_at_the_partial_name_is_refused_and_its_target_untouched(
+    settings: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    target = tmp_path / "outside.txt"
+    target.write_text("keep me\n")
+    arrival = 1_700_000_000_000 * 1_000_000
+    monkeypatch.setattr(landing, "_next_arrival_ns", lambda: arrival)
+    settings.landing_dir.mkdir(parents=True)
+    (settings.landing_dir / f".{arrival:020d}-x.jsonl.partial").symlink_to(target)
+    with pytest.raises(FileExistsError, match=r"exists \(a link or a stray file\); nothing was placed"):
+        place_in_landing(settings, "x.jsonl", lambda handle: handle.write("overwritten\n"))
+    assert target.read_text() == "keep me\n"
+    assert [p.name for p in settings.landing_dir.iterdir() if not p.name.startswith(".")] == []
+
+
+def test_ingest_refuses_what_is_not_a_regular_file_in_one_line(settings: Settings, tmp_path: Path) -> None:
+    fifo = tmp_path / "pipe.jsonl"
+    os.mkfifo(fifo)
+    folder = tmp_path / "folder.jsonl"
+    folder.mkdir()
+    for source in (fifo, folder, tmp_path / "missing.jsonl"):
+        result = CliRunner().invoke(app, ["ingest", str(source)], env={"LAKEHOUSE_HOME": str(settings.home)})
+        assert result.exit_code == 1
+        assert result.stderr.count("\n") == 1 and f"no such file: {source}" in result.stderr, result.stderr
+    assert not settings.landing_dir.exists() or list(settings.landing_dir.iterdir()) == []
