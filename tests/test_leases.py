@@ -261,7 +261,12 @@ def test_a_stream_on_one_host_and_a_reconcile_and_a_replay_on_another(hosts: dic
     locks = on_a.data_root() / "locks"
     assert [name for name in names(locks) if name.endswith(".lease")] == []
     assert _gold_total(on_a, "A") == (Decimal("8.00"), 3) and _gold_total(on_a, "B") == (Decimal("3.00"), 1)
-    # The delta-rs readers on host B read the same URIs: history, show, and time travel to before the reconcile.
+    # The delta-rs readers on host B read the same URIs: the catalog's states (what Dagster's metadata shows),
+    # history, show, and time travel to before the reconcile.
+    states = {t["name"]: t for t in json.loads(on_host_b("tables", "--json").stdout)}
+    gold = states["gold.user_spend_5m"]
+    assert gold["exists"] and gold["rows"] == 4 and gold["path"].startswith("s3://"), gold
+    assert states["silver.late_events"]["rows"] == 1 and states["bronze.events"]["rows"] == 6, states
     commits = json.loads(on_host_b("history", "gold.user_spend_5m", "--json").stdout)
     assert commits and commits[0]["operation"] == "MERGE", commits
     latest = on_host_b("show", "gold.user_spend_5m")
