@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 export PYSPARK_PYTHON := $(abspath $(BIN)/python)
 
-.PHONY: setup demo test test-fast fuzz lint ui bench clean-home
+.PHONY: setup demo test test-fast fuzz lint ui bench clean-home lock audit
 
 setup:
 	@bash scripts/setup.sh
@@ -40,7 +40,7 @@ ui: setup
 
 # About three hours on 2 cores; each part also runs alone (see the README). Figures: bench/results/.
 bench: setup
-	$(BIN)/pip install --quiet --disable-pip-version-check 'matplotlib==3.10.7'
+	$(BIN)/pip install --quiet --disable-pip-version-check 'matplotlib==3.10.7' -c requirements.lock
 	$(BIN)/python -m bench.run
 	$(BIN)/python -m bench.history
 	$(BIN)/python -m bench.freshness
@@ -49,6 +49,18 @@ bench: setup
 	$(BIN)/python -m bench.kafka
 	$(BIN)/python -m bench.cluster
 	$(BIN)/python -m bench.report
+
+# The locked set: what a set-up venv holds, pinned (scripts/setup.sh installs with it as constraints).
+lock: setup
+	@{ echo "# The locked set: every package a \`make setup\` venv holds (with the dev and bench extras), pinned."; \
+	  echo "# scripts/setup.sh installs with it as constraints; \`make lock\` rewrites it, \`make audit\` audits it."; \
+	  $(BIN)/pip list --format=freeze --exclude-editable --disable-pip-version-check \
+	    | grep -v '^lakehouse==\|^pip==\|^setuptools==\|^wheel=='; } > requirements.lock
+
+# Known vulnerabilities in the locked set: pip-audit (in a venv of its own) against PyPI's advisories, or
+# offline against a checkout of an OSV advisory database: make audit ADVISORIES=path/to/advisory-database
+audit: setup
+	$(BIN)/python -m devtools.audit $(if $(ADVISORIES),--advisories $(ADVISORIES))
 
 clean-home:
 	rm -rf .lakehouse

@@ -46,9 +46,12 @@ def ingest(
     from runtime.sources.landing import ingest_file
 
     settings = _settings()
-    missing = [str(f) for f in files if not f.is_file()]
+    missing = [str(f) for f in files if not f.exists()]
     if missing:
         raise FileNotFoundError(f"no such file: {', '.join(missing)}")
+    irregular = [str(f) for f in files if not f.is_file()]  # a folder, a FIFO, a device: never read
+    if irregular:
+        raise ValueError(f"not a regular file: {', '.join(irregular)}")
     for source in files:
         placed = ingest_file(settings, source)
         console.print(f"landed {source} → {placed.name}", highlight=False)

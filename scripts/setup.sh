@@ -30,7 +30,7 @@ if [ ${#packages[@]} -gt 0 ]; then
     || fail "could not install Debian's ${packages[*]} ('apt-get install -y ${packages[*]}' failed; see .cache/apt-install.log)"
 fi
 
-stamp_of() { cat pyproject.toml scripts/setup.sh | sha256sum | cut -d' ' -f1; }
+stamp_of() { cat pyproject.toml requirements.lock scripts/setup.sh | sha256sum | cut -d' ' -f1; }
 
 mkdir -p .cache
 if [ ! -x .venv/bin/python ]; then
@@ -45,7 +45,8 @@ if [ "$(cat .venv/.installed 2>/dev/null)" != "$(stamp_of)" ]; then
     spec=$(grep -oE '"pyspark\[sql\]==[^"]+"' pyproject.toml | tr -d '"' | sed 's/\[sql\]//')
     .venv/bin/pip wheel --quiet --disable-pip-version-check --no-deps -w .cache/wheels "$spec"
   fi
-  .venv/bin/pip install --quiet --disable-pip-version-check -e '.[dev]'
+  # requirements.lock pins every transitive package to the audited set (`make audit`; `make lock` renews it).
+  .venv/bin/pip install --quiet --disable-pip-version-check -e '.[dev]' -c requirements.lock
   stamp_of > .venv/.installed
 fi
 

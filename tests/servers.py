@@ -10,6 +10,8 @@ from pathlib import Path
 from tests.ui_harness import free_port
 
 LAKEHOUSE = str(Path(sys.executable).parent / "lakehouse")
+#: A secret the security tests plant in settings that may hold one, then look for in every output.
+PLANTED_SECRET = "planted-secret-5be1d0c7a93f"
 
 
 def cluster_settings(workers: int = 2, cores: int = 1, memory: str = "1g") -> dict[str, str]:
@@ -57,4 +59,45 @@ def listening(pid: int) -> list[tuple[str, int]]:
             raw = bytes.fromhex(address[-8:])[::-1]  # the last 32 bits, little-endian: the IPv4 address
             mapped = len(address) == 8 or address[:24] == "0000000000000000FFFF0000"
             found.append((socket.inet_ntoa(raw) if mapped else address, int(port, 16)))
+    return found
+
+
+def process_tree(pid: int) -> list[int]:
+    """``pid`` and every process descended from it (from /proc, at this moment)."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:  # gone since the listing
+            continue
+        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    found, todo = [], [pid]
+    while todo:
+        current = todo.pop()
+        found.append(current)
+        todo.extend(children.get(current, []))
+    return found
+
+
+def listening_tree(pid: int) -> list[tuple[str, int]]:
+    """Every (address, port) that ``pid`` or a process descended from it listens on."""
+    found = []
+    for member in process_tree(pid):
+        try:
+            found.extend(listening(member))
+        except OSError:  # ended meanwhile, or not ours to read
+            continue
+    return found
+
+
+def files_holding(root: Path, secret: str) -> list[str]:
+    """Every file under ``root`` whose bytes contain ``secret`` (logs, status files, reports, databases)."""
+    needle = secret.encode()
+    found = []
+    for path in root.rglob("*"):
+        try:
+            if path.is_file() and not path.is_symlink() and needle in path.read_bytes():
+                found.append(str(path.relative_to(root)))
+        except OSError:  # a socket, or a file removed while sweeping
+            continue
     return found

@@ -17,6 +17,7 @@ from deltalake import DeltaTable
 from devtools.synthetic import StreamSpec, generate_lines
 from tests.lines import land
 from tests.reference import distinct_valid_events, hopping_totals, landing_lines, window_totals
+from tests.servers import listening_tree
 from warehouse.locks import hold
 from warehouse.settings import Settings
 
@@ -392,7 +393,8 @@ def test_continuous_followers_run_niced_in_a_process_that_lives_and_dies_with_th
     ]  # fmt: skip
     land(settings, "burst.jsonl", burst)
     env = {**os.environ, "LAKEHOUSE_HOME": str(home), "LAKEHOUSE_GOLD_OUTPUTS": "fraud_alerts",
-           "LAKEHOUSE_FOLLOWERS_NICENESS": "7", "LAKEHOUSE_TRIGGER_INTERVAL_SECONDS": "1"}  # fmt: skip
+           "LAKEHOUSE_FOLLOWERS_NICENESS": "7", "LAKEHOUSE_TRIGGER_INTERVAL_SECONDS": "1",
+           "LAKEHOUSE_SPARK_UI": "true"}  # fmt: skip
     command = [LAKEHOUSE, "run", "--continuous"]
 
     def start() -> subprocess.Popen:
@@ -416,6 +418,9 @@ def test_continuous_followers_run_niced_in_a_process_that_lives_and_dies_with_th
         assert stream.poll() is None, stream.stderr.read()
         assert [(a["rule"], a["user_id"]) for a in alerts] == [("burst", "U")], "no fraud alert within 300 s"
         assert len(_delta_rows(home, "gold", "user_spend_5m")) == 1  # the parent's own gold
+        # Both drivers (their Spark UIs on, RPC and block manager ports) listen on loopback only.
+        opened = listening_tree(stream.pid)
+        assert len(opened) >= 4 and {host for host, _ in opened} == {"127.0.0.1"}, opened
         stream.send_signal(signal.SIGTERM)
         assert stream.wait(timeout=180) == 0, stream.stderr.read()
         assert not _alive(child), "the followers outlived a clean stop"

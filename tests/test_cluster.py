@@ -21,7 +21,7 @@ from devtools.synthetic import StreamSpec, generate_lines
 from runtime.runner import run_once, run_reconcile
 from tests.lines import land
 from tests.reference import landing_lines, window_totals
-from tests.servers import LAKEHOUSE, Commands, cluster_settings, listening
+from tests.servers import LAKEHOUSE, Commands, cluster_settings, files_holding, listening, process_tree
 from tests.ui_harness import free_port
 from warehouse.catalog import BRONZE_EVENTS, kept_tables, user_spend_table
 from warehouse.delta import latest_version
@@ -179,17 +179,22 @@ def _on_the_cluster_with_tables_on_object_storage(
     # Part one: a worker dies while the run's executors work on both.
     land(settings, "part0.jsonl", parts[0])
     killed_worker: dict[str, int] = {}
+    opened_by_executors: list[tuple[str, int]] = []
 
     def lose_a_worker() -> bool:
         state = cluster.status()
         busy = [w for w in state["workers"] if w["coresused"] > 0]
         if len(busy) == 2 and _bronze_version(settings) >= 0 and not killed_worker:
+            # The executors (each worker's children) listen on loopback only, as their worker does.
+            executors = [pid for worker in state["pids"].values() for pid in process_tree(worker)[1:]]
+            opened_by_executors.extend(address for pid in executors for address in listening(pid))
             killed_worker["pid"] = state["pids"]["worker-2"]
             os.kill(killed_worker["pid"], signal.SIGKILL)
         return False  # the run itself goes on
 
     _run_once(cluster, on_cluster, lose_a_worker)
     assert killed_worker, "the run ended before both workers were busy"
+    assert opened_by_executors and {host for host, _ in opened_by_executors} == {"127.0.0.1"}, opened_by_executors
     assert len([w for w in cluster.status()["workers"] if w["state"] == "ALIVE"]) == 1
     restarted = cluster.command("cluster", "up")
     assert restarted.returncode == 0 and "started" in restarted.stdout, restarted.stderr
@@ -227,6 +232,16 @@ def _on_the_cluster_with_tables_on_object_storage(
     prefixes = {key.split("/")[1] for key in store.keys("lakehouse/")}
     assert {"tables", "checkpoints", "landing"} <= prefixes, prefixes
     assert not any((home / folder).exists() for folder in ("tables", "checkpoints", "landing"))
+    # The secret key is in no file of the run (the home's logs and status files, the cluster's logs, the
+    # executors' output) and in no object on the server (tables, checkpoints, ledgers).
+    secret = TEST_CREDENTIALS["AWS_SECRET_ACCESS_KEY"]
+    assert files_holding(tmp_path, secret) == [] and files_holding(cluster.home, secret) == []
+    client = store.client()
+    assert [
+        key
+        for key in store.keys("")
+        if secret.encode() in client.get_object(Bucket=store.bucket, Key=key)["Body"].read()
+    ] == []
     # The executors ran on the workers: each worker's scratch holds the applications' executor folders.
     executor_dirs = list((cluster.home / "cluster" / "work").glob("worker-*/app-*/*"))
     assert len({path.parts[-3] for path in executor_dirs}) == 2, executor_dirs

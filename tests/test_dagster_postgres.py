@@ -16,7 +16,7 @@ import psycopg2
 import pytest
 
 from tests.sensor_flow import LANDING_SENSOR, LATE_DATA_SENSOR, RECONCILE_JOB, STREAMS_JOB, hands_free_loop
-from tests.servers import Commands, cluster_settings
+from tests.servers import Commands, cluster_settings, files_holding, listening_tree
 from tests.ui_harness import REPO, DagsterUI, free_port
 
 # On the cluster test's xdist worker: two clusters at once on two cores starved both (551 s here instead of 230).
@@ -143,7 +143,19 @@ def test_sensors_fire_and_their_runs_succeed_with_the_instance_on_postgres_and_r
         }, requested
         jobs = {job for (job,) in servers.query("SELECT DISTINCT pipeline_name FROM runs")}
         assert {STREAMS_JOB, RECONCILE_JOB} <= jobs, jobs
+        # The webserver, the daemon and the code server they start listen on loopback only.
+        opened = listening_tree(ui.process.pid)
+        assert opened and {host for host, _ in opened} == {"127.0.0.1"}, opened
 
+    # The password is nowhere: not in a row of any of the instance's tables (runs and their config, event
+    # logs, ticks), nor in any file of the run (DAGSTER_HOME, logs, compute logs, the home, the cluster's
+    # logs and executors' output, PostgreSQL's own data files).
+    tables = [name for (name,) in servers.query("SELECT tablename FROM pg_tables WHERE schemaname = 'public'")]
+    assert {"runs", "event_logs", "job_ticks"} <= set(tables), tables
+    found = "SELECT count(*) FROM {} r WHERE strpos(r::text, '{}') > 0"
+    holding = [t for t in tables if servers.query(found.format(t, servers.password))[0][0]]
+    assert holding == [], f"the password is stored in {holding}"
+    assert files_holding(servers.workdir, servers.password) == []
     # Nothing of the instance's state went to SQLite files under DAGSTER_HOME.
     sqlite_files = sorted(str(p.relative_to(workdir)) for p in (workdir / "dagster").rglob("*.db"))
     assert sqlite_files == [], sqlite_files

@@ -11,15 +11,14 @@ from pathlib import Path
 import pytest
 from kafka import KafkaProducer
 
+from devtools.broker import broker_pid
+from tests.servers import listening_tree
+from tests.ui_harness import free_port
+from warehouse.settings import Settings
+
 pytestmark = pytest.mark.system
 
 LAKEHOUSE = str(Path(sys.executable).parent / "lakehouse")
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def kafka(home: Path, port: int, *args: str, **env: str) -> subprocess.CompletedProcess:
@@ -62,6 +61,12 @@ def test_broker_up_is_idempotent_serves_the_topic_and_goes_down_cleanly(tmp_path
         assert sum(p["end"] for p in events["partitions"]) == 30 == events["messages"]
         assert (home / "kafka" / "logs" / "server.log").stat().st_size > 0
         assert (home / "kafka" / "data" / "meta.properties").exists()
+        # The broker and its controller listen on loopback only.
+        settings = Settings.from_env(
+            {"LAKEHOUSE_HOME": str(home), "LAKEHOUSE_KAFKA_BOOTSTRAP_SERVERS": f"127.0.0.1:{port}"}
+        )
+        opened = listening_tree(broker_pid(settings))
+        assert len(opened) >= 2 and {host for host, _ in opened} == {"127.0.0.1"}, opened
     finally:
         stopped = kafka(home, port, "down")
     assert stopped.returncode == 0, stopped.stderr

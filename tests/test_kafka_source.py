@@ -20,6 +20,7 @@ from kafka import KafkaAdminClient, KafkaProducer, TopicPartition
 from devtools.synthetic import StreamSpec, generate_lines
 from runtime.replay import run_replay
 from runtime.runner import run_once
+from tests.servers import PLANTED_SECRET, files_holding
 from tests.test_pipeline import DUCKDB_GOLDEN
 from warehouse.catalog import (
     BRONZE_EVENTS,
@@ -244,6 +245,8 @@ def test_continuous_kafka_run_survives_sigkill_and_a_broker_outage(kafka_setting
         "LAKEHOUSE_TRIGGER_INTERVAL_SECONDS": "1",
         # The source is what this test is about: gold.user_spend_5m alone is checked.
         "LAKEHOUSE_GOLD_OUTPUTS": "none",
+        # A client option holding a secret (unused on a PLAINTEXT broker): it must show up nowhere.
+        "LAKEHOUSE_KAFKA_OPTION_SASL_PASSWORD": PLANTED_SECRET,
     }
     spec = StreamSpec(events=1200, users=12, rate=2.0, duplicate_fraction=0.05, late_fraction=0.0, seed=5)
     lines = list(generate_lines(spec))
@@ -290,6 +293,15 @@ def test_continuous_kafka_run_survives_sigkill_and_a_broker_outage(kafka_setting
     }
     gold = DeltaTable(str(home / "tables" / "gold" / "user_spend_5m")).to_pyarrow_table().to_pylist()
     assert {(r["user_id"], r["window_start"]): (r["total_amount"], r["event_count"]) for r in gold} == golden
+
+    # The planted secret is in no log, status file, checkpoint or table of the run, nor in the broker's logs,
+    # nor in what the commands printed.
+    status = subprocess.run([LAKEHOUSE, "kafka", "status", "--json"], env=env, capture_output=True, text=True)
+    assert status.returncode == 0 and '"sasl.password": "***"' in status.stdout, status.stdout
+    for output in (finished.stdout, finished.stderr, Path(log.name).read_text(), status.stdout):
+        assert PLANTED_SECRET not in output
+    assert files_holding(tmp_path, PLANTED_SECRET) == []
+    assert files_holding(Path(kafka_broker.env["LAKEHOUSE_HOME"]), PLANTED_SECRET) == []
 
 
 def test_kafka_sensor_runs_the_streams_from_kafka_with_lag_as_metadata(spark, kafka_settings) -> None:

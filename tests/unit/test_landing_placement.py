@@ -50,8 +50,9 @@ def test_ingest_refuses_what_is_not_a_regular_file_in_one_line(settings: Setting
     os.mkfifo(fifo)
     folder = tmp_path / "folder.jsonl"
     folder.mkdir()
-    for source in (fifo, folder, tmp_path / "missing.jsonl"):
+    refusals = {fifo: "not a regular file", folder: "not a regular file", tmp_path / "missing.jsonl": "no such file"}
+    for source, refusal in refusals.items():
         result = CliRunner().invoke(app, ["ingest", str(source)], env={"LAKEHOUSE_HOME": str(settings.home)})
         assert result.exit_code == 1
-        assert result.stderr.count("\n") == 1 and f"no such file: {source}" in result.stderr, result.stderr
+        assert result.stderr.count("\n") == 1 and f"{refusal}: {source}" in result.stderr, result.stderr
     assert not settings.landing_dir.exists() or list(settings.landing_dir.iterdir()) == []
