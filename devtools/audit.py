@@ -12,6 +12,7 @@ Exit status 1 when a locked package is affected by an advisory not accepted in `
 """
 
 import argparse
+import json
 import re
 import subprocess
 import sys
@@ -121,8 +122,6 @@ def online(lock: Path) -> list[Finding]:
     if result.returncode not in (0, 1) or not result.stdout.strip():
         last = (result.stderr.strip().splitlines() or ["no output"])[-1]
         raise SystemExit(f"audit: pip-audit could not reach an advisory service ({last}); use --advisories PATH")
-    import json
-
     report = json.loads(result.stdout)
     skipped = [d["name"] for d in report["dependencies"] if d.get("skip_reason")]
     if skipped:
