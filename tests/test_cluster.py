@@ -155,6 +155,13 @@ def test_on_the_cluster_with_tables_on_object_storage_nothing_is_lost_or_doubled
         store.stop()
 
 
+def _listening_now(pid: int) -> list[tuple[str, int]]:
+    try:
+        return listening(pid)
+    except OSError:  # ended since the listing
+        return []
+
+
 def _on_the_cluster_with_tables_on_object_storage(
     cluster: Cluster, spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, store: ObjectStore
 ) -> None:
@@ -186,8 +193,12 @@ def _on_the_cluster_with_tables_on_object_storage(
         busy = [w for w in state["workers"] if w["coresused"] > 0]
         if len(busy) == 2 and _bronze_version(settings) >= 0 and not killed_worker:
             # The executors (each worker's children) listen on loopback only, as their worker does.
+            # The master marks cores used before the executor JVMs listen: wait until both do.
             executors = [pid for worker in state["pids"].values() for pid in process_tree(worker)[1:]]
-            opened_by_executors.extend(address for pid in executors for address in listening(pid))
+            opened = [address for pid in executors for address in _listening_now(pid)]
+            if len({pid for pid in executors if _listening_now(pid)}) < 2:
+                return False
+            opened_by_executors.extend(opened)
             killed_worker["pid"] = state["pids"]["worker-2"]
             os.kill(killed_worker["pid"], signal.SIGKILL)
         return False  # the run itself goes on
