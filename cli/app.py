@@ -317,12 +317,13 @@ def replay(
         str,
         typer.Option(
             help="bronze: rebuild from bronze as it is; kafka: first re-read the topic from its earliest "
-            "retained offsets into bronze (its rows of the topic replaced in one commit), then rebuild."
+            "retained offsets into bronze (its rows of the topic replaced in one commit), then rebuild; "
+            "landing: the same from the landing zone's files (the recovery of a lost or damaged checkpoint)."
         ),
     ] = "bronze",
 ) -> None:
     """Rebuild silver, gold and ops tables from bronze with the same streams, then swap them in (Kappa)."""
-    from runtime.checkpoints import KAFKA_STAGE, SILVER_STAGE
+    from runtime.checkpoints import KAFKA_STAGE, LANDING_STAGE, SILVER_STAGE
     from runtime.replay import check_replay_arguments, run_replay
     from warehouse.catalog import BRONZE_EVENTS
     from warehouse.inspect import table_state
@@ -341,9 +342,9 @@ def replay(
         spark = spark_session(settings)
     started = time.monotonic()
     with render.lines_progress(console) as progress:
-        first = "re-reading Kafka" if source == "kafka" else "replaying bronze"
+        first = {"kafka": "re-reading Kafka", "landing": "re-reading the landing zone"}.get(source, "replaying bronze")
         task = progress.add_task(first, total=total or None, rate=0.0)
-        counted = KAFKA_STAGE if source == "kafka" else SILVER_STAGE
+        counted = {"kafka": KAFKA_STAGE, "landing": LANDING_STAGE}.get(source, SILVER_STAGE)
 
         def advance(report, batch: dict[str, float]) -> None:
             if report.name == counted:

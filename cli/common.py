@@ -28,8 +28,9 @@ def fails_in_one_line(command: Callable[..., Any]) -> Callable[..., Any]:
             errors.print("lakehouse: interrupted", highlight=False)
             raise typer.Exit(130) from None
         except Exception as error:  # the contract: one line, non-zero exit
-            message = " ".join(str(error).split()) or type(error).__name__
-            sys.stderr.write(f"lakehouse: {message[:500]}\n")
+            from runtime.faults import explain  # the faults it knows, in words with their recovery
+
+            sys.stderr.write(f"lakehouse: {explain(error)[:500]}\n")
             raise typer.Exit(1) from None
 
     return wrapper

@@ -17,8 +17,11 @@ derives everything from bronze again) completes the job.
 With ``source="kafka"`` bronze's rows of the configured topic are rebuilt first (a Kappa rebuild from the
 log): the Kafka stream re-reads the topic from its earliest retained offsets on a fresh checkpoint into a
 staging bronze, which replaces those rows of the live bronze in one commit (landing rows stay as they
-are), and its checkpoint becomes the live Kafka stream's. The replay refuses, before reading anything,
-when the topic no longer retains an offset bronze holds: the rebuild would lose those messages.
+are), and its checkpoint becomes the live Kafka stream's. ``source="landing"`` does the same with the
+landing zone's files and bronze's file rows: the recovery of a source stream whose checkpoint is lost or
+damaged (``runtime.faults``). The replay refuses, before reading anything, when the source no longer
+holds a line bronze holds (an offset past the topic's retention, a landing file removed): the rebuild
+would lose it.
 """
 
 import json
@@ -27,6 +30,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
+from urllib.parse import unquote
 
 from delta.tables import DeltaTable
 from pyspark.sql import DataFrame, SparkSession
@@ -47,7 +51,7 @@ from runtime.checkpoints import (
 from runtime.progress import StageReport
 from runtime.runner import prepare, run_stage_once, swap_marker
 from runtime.sources.kafka import retention_gaps
-from runtime.stages import keyed_stages, reconcile_stage, source_stage, stage_named, stages
+from runtime.stages import SOURCES, keyed_stages, reconcile_stage, source_stage, stage_named, stages
 from transforms.gold.corrections import consumption_metadata, correction_rows
 from transforms.gold.propagate import GoldChange, firings
 from transforms.gold.watermarks import latest_watermark
@@ -74,7 +78,7 @@ from warehouse.catalog import (
 from warehouse.delta import append_once, ensure_tables, read_table, transaction_id, transaction_version
 from warehouse.locks import DERIVED_LOCK, GOLD_LOCK, hold_all
 from warehouse.settings import Settings
-from warehouse.storage import location_of, move_tree, open_delta, remove_tree, write_atomically
+from warehouse.storage import location_of, move_tree, names, open_delta, remove_tree, write_atomically
 
 
 @dataclass
@@ -91,7 +95,7 @@ class ReplayReport:
 
 
 #: Where a replay rebuilds from: bronze as it is, or the Kafka topic (then bronze's Kafka rows first).
-REPLAY_SOURCES = ("bronze", "kafka")
+REPLAY_SOURCES = ("bronze", *SOURCES)
 
 
 def check_replay_arguments(source: str, from_version: int | None) -> None:
@@ -100,8 +104,8 @@ def check_replay_arguments(source: str, from_version: int | None) -> None:
         raise ValueError(f"--source must be one of {', '.join(REPLAY_SOURCES)}, got {source!r}")
     if from_version is not None and from_version < 0:
         raise ValueError("--from-version must be a bronze version (0 or more)")
-    if from_version is not None and source == "kafka":
-        raise ValueError("--from-version is for a replay from bronze; --source kafka re-reads the whole topic")
+    if from_version is not None and source != "bronze":
+        raise ValueError(f"--from-version is for a replay from bronze; --source {source} re-reads its whole source")
 
 
 def run_replay(
@@ -118,16 +122,18 @@ def run_replay(
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%f")
     report = ReplayReport(stamp)
     live = stages(settings)
-    prepare(spark, settings, allow_interrupted_swap=True)
+    rebuilt = [stage.name for stage in live.downstream] + [reconcile_stage(settings).name]
+    rebuilt += [source_stage(source).name] if source in SOURCES else []
+    prepare(spark, settings, allow_interrupted_swap=True, rebuilt=rebuilt)
     names = [*live.names, KAFKA_STAGE, reconcile_stage(settings).name, GOLD_LOCK, DERIVED_LOCK]
     with hold_all(settings, names, purpose="a replay"):
-        _finish_kafka_swap(spark, settings)
+        _finish_source_swap(spark, settings)
         # The staging streams read the live bronze: same Delta table (same id), so the staging silver
         # checkpoint stays valid once it replaces the live one.
         staging = replace(settings.under("replay", stamp), links=((BRONZE_EVENTS.name, BRONZE_EVENTS.path(settings)),))
         staging.ensure_home()
-        if source == "kafka":
-            _rebuild_kafka_bronze(spark, settings, staging, report, listener)
+        if source in SOURCES:
+            _rebuild_source_bronze(spark, settings, staging, report, listener, source)
         if from_version is not None:
             write_atomically(starting_version_file(staging.checkpoints_dir, SILVER_STAGE), str(from_version))
         prepare(spark, staging)
@@ -147,82 +153,107 @@ def run_replay(
     return report
 
 
-def _rebuild_kafka_bronze(
+def _rebuild_source_bronze(
     spark: SparkSession,
     settings: Settings,
     staging: Settings,
     report: ReplayReport,
     listener: Callable[[StageReport, dict[str, float]], None] | None,
+    source: str,
 ) -> None:
-    """Re-read the topic from its earliest retained offsets into a staging bronze, then put it in place of
-    the live bronze's rows of the topic (one commit) and its checkpoint in place of the live one."""
-    topic = settings.kafka.topic
-    held = (
-        read_table(spark, settings, BRONZE_EVENTS)
-        .where((F.col("source") == "kafka") & (F.col("kafka_topic") == topic))
-        .groupBy("kafka_partition")
-        .agg(F.min("kafka_offset").alias("first"), F.max("kafka_offset").alias("last"))
-        .collect()
-    )
-    gaps = retention_gaps(settings, {r.kafka_partition: (r.first, r.last) for r in held})
+    """Re-read the source (the landing zone's files, or the topic from its earliest retained offsets) on
+    a fresh checkpoint into a staging bronze, then put it in place of the live bronze's rows of that source
+    (one commit) and its checkpoint in place of the live source stream's. Refused, before anything is
+    read, when the source no longer holds a line bronze holds: the rebuild would lose it."""
+    stage = source_stage(source, carry=False)
+    if source == "kafka":
+        topic = settings.kafka.topic
+        where = f"source = 'kafka' AND kafka_topic = '{topic}'"
+        held = _offset_ranges(read_table(spark, settings, BRONZE_EVENTS).where(where))
+        gaps = retention_gaps(settings, held)
+        rebuilt = replace(staging.under("kafka"), kafka=replace(settings.kafka, starting_offsets="earliest"))
+        swapped = f"{BRONZE_EVENTS.name} (topic {topic})"
+    else:
+        where = "source = 'file'"
+        gaps = _landing_gaps(spark, settings, where)
+        rebuilt = replace(staging.under("landing"), links=(("landing", settings.landing_dir),))
+        swapped = f"{BRONZE_EVENTS.name} (landing zone)"
     if gaps:
         raise RuntimeError(
-            f"Kafka topic {topic} no longer holds messages bronze was built from ({'; '.join(gaps)}); "
-            "a replay from Kafka would lose them, `lakehouse replay` rebuilds from bronze, which keeps them"
+            f"the {source} source no longer holds lines bronze was built from ({'; '.join(gaps)}); a rebuild "
+            "from it would lose them; `lakehouse replay` rebuilds from bronze, which keeps them"
         )
-    rebuilt = replace(staging.under("kafka"), kafka=replace(settings.kafka, starting_offsets="earliest"))
     rebuilt.ensure_home()
     ensure_tables(spark, rebuilt, [BRONZE_EVENTS, OPS_STREAM_PROGRESS])
-    report.streams.append(run_stage_once(spark, rebuilt, source_stage("kafka", carry=False), listener))
-    report.kafka_offsets = {
-        r.kafka_partition: (r.first, r.last + 1)
-        for r in read_table(spark, rebuilt, BRONZE_EVENTS)
-        .groupBy("kafka_partition")
-        .agg(F.min("kafka_offset").alias("first"), F.max("kafka_offset").alias("last"))
-        .collect()
-    }
+    report.streams.append(run_stage_once(spark, rebuilt, stage, listener))
+    if source == "kafka":
+        ranges = _offset_ranges(read_table(spark, rebuilt, BRONZE_EVENTS))
+        report.kafka_offsets = {partition: (first, last + 1) for partition, (first, last) in ranges.items()}
     swap_marker(settings).write_text(
         json.dumps(
             {
                 "stamp": report.stamp,
-                "kafka_bronze": str(BRONZE_EVENTS.path(rebuilt)),
-                "kafka_checkpoint": str(rebuilt.checkpoints_dir / KAFKA_STAGE),
-                "kafka_topic": topic,
+                "source_bronze": str(BRONZE_EVENTS.path(rebuilt)),
+                "source_checkpoint": str(rebuilt.checkpoints_dir / stage.name),
+                "source_stream": stage.name,
+                "source_rows": where,
             }
         )
     )
-    _finish_kafka_swap(spark, settings)
-    rows = int(report.streams[-1].figures.get("rows_written", 0))
-    report.rows_swapped[f"{BRONZE_EVENTS.name} (topic {topic})"] = rows
+    _finish_source_swap(spark, settings)
+    report.rows_swapped[swapped] = int(report.streams[-1].figures.get("rows_written", 0))
 
 
-def _finish_kafka_swap(spark: SparkSession, settings: Settings) -> None:
-    """Carry out (or finish, after a crash) the Kafka half of a replay the swap marker names: the staging
-    bronze replaces the live rows of its topic in one commit (a transaction id makes a second attempt a
-    no-op), then the staging checkpoint replaces the live Kafka stream's (renames, each atomic)."""
+def _offset_ranges(rows: DataFrame) -> dict[int, tuple[int, int]]:
+    """Per Kafka partition, the first and last offset among ``rows`` (bronze rows of one topic)."""
+    ranges = (
+        rows.groupBy("kafka_partition")
+        .agg(F.min("kafka_offset").alias("first"), F.max("kafka_offset").alias("last"))
+        .collect()
+    )
+    return {r.kafka_partition: (r.first, r.last) for r in ranges}
+
+
+def _landing_gaps(spark: SparkSession, settings: Settings, where: str) -> list[str]:
+    """Landing files bronze holds lines of that are no longer in the landing zone (the first few)."""
+    held = read_table(spark, settings, BRONZE_EVENTS).where(where).select("source_file").distinct().collect()
+    present = set(names(settings.landing_dir))
+    gone = sorted({unquote(r.source_file.rsplit("/", 1)[-1]) for r in held} - present)
+    return [f"{len(gone)} landing files are gone, first {gone[0]}"] if gone else []
+
+
+def _finish_source_swap(spark: SparkSession, settings: Settings) -> None:
+    """Carry out (or finish, after a crash) the source half of a replay the swap marker names: the staging
+    bronze replaces the live rows of its source in one commit (a transaction id makes a second attempt a
+    no-op), then the staging checkpoint replaces the live source stream's (renames, each atomic)."""
     marker = swap_marker(settings)
     if not marker.exists():
         return
     plan = json.loads(marker.read_text())
-    if "kafka_checkpoint" not in plan:
+    if "kafka_checkpoint" in plan:  # a marker an older version left mid-swap
+        where = f"source = 'kafka' AND kafka_topic = '{plan['kafka_topic']}'"
+        plan = {**plan, "source_bronze": plan["kafka_bronze"], "source_checkpoint": plan["kafka_checkpoint"]}
+        plan |= {"source_stream": KAFKA_STAGE, "source_rows": where}
+    if "source_checkpoint" not in plan:
         return
-    staged_checkpoint = location_of(settings, plan["kafka_checkpoint"])
+    staged_checkpoint = location_of(settings, plan["source_checkpoint"])
     if not staged_checkpoint.exists():
         return  # moved in already
-    app_id = f"lakehouse:replay:{plan['stamp']}:kafka"
+    stream = plan["source_stream"]
+    app_id = f"lakehouse:replay:{plan['stamp']}:{stream}"
     if transaction_version(settings, BRONZE_EVENTS, app_id) is None:
-        content = spark.read.format("delta").load(plan["kafka_bronze"]).select(*BRONZE_EVENTS.column_names)
+        content = spark.read.format("delta").load(plan["source_bronze"]).select(*BRONZE_EVENTS.column_names)
         with transaction_id(spark, app_id, 0):
             (
                 content.write.format("delta")
                 .mode("overwrite")
-                .option("replaceWhere", f"source = 'kafka' AND kafka_topic = '{plan['kafka_topic']}'")
+                .option("replaceWhere", plan["source_rows"])
                 .save(str(BRONZE_EVENTS.path(settings)))
             )
-    live = settings.checkpoints_dir / KAFKA_STAGE
+    live = settings.checkpoints_dir / stream
     if live.exists():
         retired = settings.under("replay", plan["stamp"]).data_root() / "retired-checkpoints"
-        move_tree(live, retired / KAFKA_STAGE)
+        move_tree(live, retired / stream)
     move_tree(staged_checkpoint, live)
 
 

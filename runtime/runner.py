@@ -29,7 +29,8 @@ from pyspark.sql.streaming import StreamingQuery
 
 from runtime import checkpoints
 from runtime.carry import carried_writer
-from runtime.checkpoints import checkpoint_dir
+from runtime.checkpoints import KAFKA_STAGE, RECONCILE_STAGE, checkpoint_dir
+from runtime.faults import check_home
 from runtime.progress import (
     StageReport,
     StreamStatus,
@@ -44,7 +45,7 @@ from transforms.gold.tumbling import advance_idle
 from transforms.latency import latencies
 from transforms.reconcile import repair_dates
 from warehouse.catalog import kept_tables
-from warehouse.delta import batch_scope, ensure_tables, side_by_side
+from warehouse.delta import batch_scope, ensure_tables, latest_version, side_by_side
 from warehouse.leases import check_held
 from warehouse.locks import GOLD_LOCK_WAIT_SECONDS, hold_all, hold_gold
 from warehouse.settings import Settings
@@ -132,13 +133,19 @@ def swap_marker(settings: Settings) -> Path:
     return settings.home / "replay" / "SWAP_IN_PROGRESS"
 
 
-def prepare(spark: SparkSession, settings: Settings, allow_interrupted_swap: bool = False) -> None:
-    """Create the home's folders and every catalog table that does not exist yet."""
+def prepare(
+    spark: SparkSession, settings: Settings, allow_interrupted_swap: bool = False, rebuilt: Sequence[str] = ()
+) -> None:
+    """Create the home's folders and every catalog table that does not exist yet, after checking that no
+    stream's checkpoint and no table's log is damaged or lost (``runtime.faults``; a replay names the
+    streams it ``rebuilt``s, whose checkpoints it retires)."""
     settings.ensure_home()
     if not allow_interrupted_swap and swap_marker(settings).exists():
         raise RuntimeError(
             "a replay was interrupted while swapping tables and checkpoints; run `lakehouse replay` to finish it"
         )
+    streams = [*stages(settings).names, KAFKA_STAGE, RECONCILE_STAGE]
+    check_home(settings, streams, kept_tables(settings), skip=rebuilt)
     ensure_tables(spark, settings, kept_tables(settings))
 
 
@@ -493,7 +500,7 @@ class _SourceQuery:
                     raise error
                 if not rerun_done:
                     return
-        if self.stage.source == "kafka" and self._broker_down():
+        if (self.stage.source == "kafka" and self._broker_down()) or _starts_after_newest(self.settings, self.stage):
             return
         self.rerun = checkpoints.uncommitted_batch(checkpoint)
         self.query = start_stage(
@@ -553,6 +560,8 @@ def drain_stage(
 ) -> None:
     """Run one stage's query over everything available now; stop it early when ``stop`` is set."""
     checkpoint = checkpoint_dir(settings, stage)
+    if _starts_after_newest(settings, stage):
+        return
     rerun = checkpoints.uncommitted_batch(checkpoint)
     error = _await(start_stage(spark, settings, stage, report), stop)
     if error is not None and rerun is not None and checkpoints.is_committed(checkpoint, rerun):
@@ -562,6 +571,15 @@ def drain_stage(
         error = _await(start_stage(spark, settings, stage, report), stop)
     if error is not None:
         raise error
+
+
+def _starts_after_newest(settings: Settings, stage: Stage) -> bool:
+    """A stream of a Delta table reset by a replay to start after its source's swap commit, with no commit
+    after that yet: it has nothing to read, and Delta refuses a starting version that does not exist."""
+    start = checkpoints.starting_version(settings.checkpoints_dir, stage.name)
+    if start is None or stage.source in SOURCES or checkpoints.committed_batches(checkpoint_dir(settings, stage)):
+        return False
+    return start > latest_version(settings.tables_dir / stage.source.replace(".", "/") / "_delta_log")
 
 
 def _await(query: StreamingQuery, stop: threading.Event) -> Exception | None:

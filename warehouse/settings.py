@@ -501,8 +501,9 @@ class Settings(Group):
 
     @property
     def landing_dir(self) -> Any:
-        """The landing zone: a ``Path`` in the home, or a ``UPath`` on object storage (``warehouse.storage``)."""
-        return self.data_root() / "landing"
+        """The landing zone: a ``Path`` in the home, or a ``UPath`` on object storage (``warehouse.storage``);
+        a replay's staging links the live one (``links``) to re-read it."""
+        return self.linked("landing") or self.data_root() / "landing"
 
     @property
     def tables_dir(self) -> Any:
