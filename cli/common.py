@@ -1,6 +1,7 @@
 """What every ``lakehouse`` command shares: the consoles, one-line failures, the checked settings."""
 
 import json
+import os
 import sys
 from collections.abc import Callable
 from functools import wraps
@@ -20,6 +21,7 @@ def fails_in_one_line(command: Callable[..., Any]) -> Callable[..., Any]:
 
     @wraps(command)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
+        native_output_to_log()
         try:
             return command(*args, **kwargs)
         except typer.Exit:
@@ -34,6 +36,27 @@ def fails_in_one_line(command: Callable[..., Any]) -> Callable[..., Any]:
             raise typer.Exit(1) from None
 
     return wrapper
+
+
+def native_output_to_log() -> None:
+    """Send what native code writes straight to the process's stderr (the JVM's stray lines, a Rust panic
+    of delta-rs's writer on a full disk, with its backtrace) to ``LAKEHOUSE_HOME/logs/native.log``, and keep
+    the terminal's stderr for the lakehouse's own lines: a failure stays one line.
+
+    Only in a command's own process (a test's in-process runner swaps ``sys.stderr`` and keeps it), not with
+    ``--verbose``, and not when the log cannot be opened (a bad home is then told by the command itself)."""
+    if sys.stderr is not sys.__stderr__ or os.environ.get("LAKEHOUSE_VERBOSE") == "1":
+        return
+    try:
+        logs = Settings.from_env().home / "logs"
+        logs.mkdir(parents=True, exist_ok=True)
+        log = os.open(logs / "native.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    except Exception:
+        return
+    terminal = os.dup(2)
+    os.dup2(log, 2)
+    os.close(log)
+    sys.stderr = os.fdopen(terminal, "w", buffering=1, encoding="utf-8", errors="backslashreplace")
 
 
 def home_settings() -> Settings:

@@ -18,6 +18,7 @@ files Spark or delta-rs met while running get their one line; the rest stays the
 import errno
 import json
 import re
+import sys
 from collections.abc import Callable, Iterable
 
 from runtime import checkpoints
@@ -258,6 +259,13 @@ def explain(error: BaseException) -> str:
     if "DELTA_VERSIONS_NOT_CONTIGUOUS" in text or ("Json error" in text and "Kernel error" in text):
         return f"a Delta log is damaged ({text[:160]}); run the command again to have it named, with its recovery"
     return text or type(error).__name__
+
+
+def notice(line: str) -> None:
+    """A fault the streams go on past (a landing file removed before it was read): one line on stderr,
+    which the terminal, the service's log and Dagster's run log all show."""
+    sys.stderr.write(f"lakehouse: {line}\n")
+    sys.stderr.flush()
 
 
 def _chain(error: BaseException) -> Iterable[BaseException]:

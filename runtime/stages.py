@@ -27,7 +27,7 @@ from runtime.checkpoints import (
     windows_stage_name,
 )
 from runtime.sources.kafka import land_kafka_messages, read_kafka
-from runtime.sources.landing import batch_has_glob_names, read_landing
+from runtime.sources.landing import batch_has_glob_names, read_landing, report_files_gone
 from transforms.bronze import land_lines
 from transforms.gold.derived import derive_windows, derived_outputs
 from transforms.gold.tumbling import update_windows
@@ -100,8 +100,10 @@ def _read_delta(table_name: str, stage_name: str) -> Callable[[SparkSession, Set
 
 
 def _land_landing_lines(lines: DataFrame, batch_id: int, settings: Settings, writer_id: str) -> dict[str, float]:
-    reread = batch_has_glob_names(checkpoint_dir(settings, LANDING_STAGE), batch_id)
-    return land_lines(lines, batch_id, settings, writer_id, reread_positions=reread)
+    checkpoint = checkpoint_dir(settings, LANDING_STAGE)
+    reread = batch_has_glob_names(checkpoint, batch_id)
+    figures = land_lines(lines, batch_id, settings, writer_id, reread_positions=reread)
+    return report_files_gone(settings, checkpoint, batch_id, lines, figures)
 
 
 def _carry_landing_lines(lines: DataFrame, batch_id: int, settings: Settings, writer_id: str) -> dict[str, float]:
@@ -109,7 +111,8 @@ def _carry_landing_lines(lines: DataFrame, batch_id: int, settings: Settings, wr
     if batch_has_glob_names(checkpoint, batch_id):
         # Spark read the batch's other files more than once (SPARK-58518); a line is received once.
         lines = lines.dropDuplicates(["source_file", "source_line"])
-    return carry_to_gold(lines, batch_id, settings, writer_id, LANDING_STAGE, checkpoint)
+    figures = carry_to_gold(lines, batch_id, settings, writer_id, LANDING_STAGE, checkpoint)
+    return report_files_gone(settings, checkpoint, batch_id, lines, figures)
 
 
 def _land_kafka_messages(messages: DataFrame, batch_id: int, settings: Settings, writer_id: str) -> dict[str, float]:

@@ -5,11 +5,15 @@ to the plain-Python reference."""
 import os
 import shutil
 import subprocess
+import time
+from dataclasses import replace
 from datetime import UTC, datetime
 from decimal import Decimal
+from pathlib import Path
 
 import pytest
 
+import runtime.stages
 from devtools.synthetic import StreamSpec, generate_lines
 from runtime.checkpoints import LANDING_STAGE, checkpoint_dir
 from runtime.faults import Fault
@@ -18,13 +22,15 @@ from runtime.runner import run_once, run_reconcile
 from tests.lines import land
 from tests.reference import landing_lines, window_totals
 from tests.servers import LAKEHOUSE
-from warehouse.catalog import BRONZE_EVENTS, SILVER_EVENTS, user_spend_table
+from warehouse.catalog import BRONZE_EVENTS, SILVER_EVENTS, kept_tables, user_spend_table
 from warehouse.delta import read_table
+from warehouse.settings import Settings
+from warehouse.storage import open_delta
 
 
-def _land_events(settings, name: str, seed: int) -> None:
+def _land_events(settings, name: str, seed: int, events: int = 200) -> None:
     spec = StreamSpec(
-        events=200, users=6, rate=2.0, disorder_seconds=30, duplicate_fraction=0.05,
+        events=events, users=6, rate=2.0, disorder_seconds=30, duplicate_fraction=0.05,
         late_fraction=0.04, invalid_fraction=0.03, seed=seed,
     )  # fmt: skip
     land(settings, name, list(generate_lines(spec)))
@@ -109,3 +115,118 @@ def test_a_corrupt_delta_commit_is_named_and_moving_the_table_aside_then_replayi
     _land_events(settings, "second.jsonl", seed=7)
     run_once(spark, settings)
     _assert_exact(spark, settings)
+
+
+def test_a_landing_file_removed_after_it_was_listed_is_told_and_a_copy_ingested_again_is_received(
+    spark, settings, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Three files, one per batch, all listed when the run starts; the second is removed while the first
+    batch runs. Spark's file source drops it without a word: the batch tells of it (one stderr line and
+    ``files_missing``), the stream goes on, and a copy ingested again arrives as a new file, exact."""
+    settings = replace(settings, streams=replace(settings.streams, max_files_per_trigger=1))
+    for index in range(3):
+        _land_events(settings, f"part{index}.jsonl", seed=20 + index)
+    removed = sorted(p for p in settings.landing_dir.iterdir() if not p.name.startswith("."))[1]
+    content = removed.read_bytes()
+    carry = runtime.stages.carry_to_gold
+
+    def remove_the_second_file_during_the_first_batch(*args, **kwargs):
+        if removed.exists():
+            removed.unlink()
+        return carry(*args, **kwargs)
+
+    monkeypatch.setattr(runtime.stages, "carry_to_gold", remove_the_second_file_during_the_first_batch)
+    reports = {report.name: report for report in run_once(spark, settings)}
+    told = [line for line in capsys.readouterr().err.splitlines() if removed.name in line]
+    assert len(told) == 1 and "was removed after the landing stream listed it" in told[0], told
+    assert reports[LANDING_STAGE].figures.get("files_missing") == 1
+    assert read_table(spark, settings, BRONZE_EVENTS).count() == len(landing_lines(settings.landing_dir))
+
+    monkeypatch.setattr(runtime.stages, "carry_to_gold", carry)
+    land(settings, removed.name.split("-", 1)[1], content.decode().splitlines())
+    run_once(spark, settings)
+    _assert_exact(spark, settings)
+
+
+def _cli(home: Path, *args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "LAKEHOUSE_HOME": str(home)}
+    return subprocess.run([LAKEHOUSE, *args], env=env, capture_output=True, text=True, timeout=600)
+
+
+def _settled(mount: Path) -> None:
+    """Wait until no process holds a file under ``mount``: the last run's JVM outlives its command for a
+    moment, deleting its scratch, and a deleted file's space comes back only once it is closed."""
+    for _ in range(120):
+        held = []
+        for fd in Path("/proc").glob("[0-9]*/fd/*"):
+            try:
+                held += [fd] if os.readlink(fd).startswith(str(mount)) else []
+            except OSError:
+                continue
+        if not held:
+            return
+        time.sleep(0.5)
+    raise AssertionError(f"files under {mount} stay open: {held[:3]}")
+
+
+def _remount(mount: Path, mode: str) -> None:
+    _settled(mount)
+    subprocess.run(["mount", "-o", f"remount,{mode}", str(mount)], check=True)
+
+
+def test_a_full_disk_and_a_read_only_home_stop_in_one_line_and_a_run_after_the_fix_ends_exact(tmp_path: Path) -> None:
+    """The home on a small file system of its own (tmpfs). Filled to its last 64 KB while 3,000 events wait,
+    the run stops with one line; with the space back, the same command goes on and nothing is lost or
+    doubled. Remounted read-only, a run stops with one line and changes nothing; writable again, it runs."""
+    if os.geteuid() != 0:
+        pytest.skip("mounting a small file system of the test's own needs root")
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=200m", "tmpfs", str(disk)], check=True)
+    try:
+        home = disk / "home"
+        home.mkdir()
+        # Spark's scratch (its copies of the jars, shuffle files) on a disk of its own, as it often is: the
+        # full disk is the one that holds the tables, checkpoints and landing zone.
+        (tmp_path / "scratch").mkdir()
+        (home / "spark").symlink_to(tmp_path / "scratch", target_is_directory=True)
+        settings = Settings.from_env({"LAKEHOUSE_HOME": str(home)})
+        settings.ensure_home()
+        _land_events(settings, "first.jsonl", seed=31)
+        assert _cli(home, "run", "--once").returncode == 0
+        _land_events(settings, "second.jsonl", seed=32, events=3000)  # its batch needs more than is left
+        _settled(disk)
+        free = shutil.disk_usage(disk).free
+        with (disk / "filler").open("wb") as filler:
+            filler.truncate(0)
+            os.posix_fallocate(filler.fileno(), 0, free - 64 * 1024)
+
+        full = _cli(home, "run", "--once")
+        assert full.returncode == 1
+        assert full.stderr.count("\n") == 1 and full.stderr.startswith("lakehouse: the disk is full"), full.stderr
+        (disk / "filler").unlink()
+        for command in (["run", "--once"], ["reconcile"]):
+            done = _cli(home, *command)
+            assert done.returncode == 0, done.stderr
+        lines = landing_lines(settings.landing_dir)
+        assert open_delta(BRONZE_EVENTS.path(settings)).to_pyarrow_table(columns=["raw"]).num_rows == len(lines)
+        assert _delta_gold(settings) == window_totals(lines)
+
+        versions = {t.name: open_delta(t.path(settings)).version() for t in kept_tables(settings)}
+        _remount(disk, "ro")
+        refused = _cli(home, "run", "--once")
+        assert refused.returncode == 1
+        assert refused.stderr.count("\n") == 1 and "read-only file system" in refused.stderr, refused.stderr
+        _remount(disk, "rw")
+        assert _cli(home, "run", "--once").returncode == 0
+        assert {t.name: open_delta(t.path(settings)).version() for t in kept_tables(settings)} == versions
+    finally:
+        _settled(disk)
+        subprocess.run(["umount", str(disk)], check=True)
+
+
+def _delta_gold(settings: Settings) -> dict[tuple[str, datetime], tuple[Decimal, int]]:
+    table = open_delta(user_spend_table(settings).path(settings)).to_pyarrow_table(
+        columns=["user_id", "window_start", "total_amount", "event_count"]
+    )
+    return {(r["user_id"], r["window_start"]): (r["total_amount"], r["event_count"]) for r in table.to_pylist()}

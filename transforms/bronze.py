@@ -49,12 +49,14 @@ def stamp(lines: DataFrame, batch_id: int, ingest_time: datetime | None = None) 
 
 def append_lines(stamped: DataFrame, batch_id: int, settings: Settings, writer_id: str) -> dict[str, float]:
     """Append stamped lines to ``bronze.events`` exactly once per (writer, batch); their figures."""
-    rows, quantiles, earliest = stamped.agg(
-        F.count("*"), *arrival_quantiles(F.coalesce("kafka_timestamp", "file_modified_at"))
+    rows, files, quantiles, earliest = stamped.agg(
+        F.count("*"),
+        F.count_distinct("source_file"),
+        *arrival_quantiles(F.coalesce("kafka_timestamp", "file_modified_at")),
     ).first()
     if rows:
         append_once(stamped, settings, BRONZE_EVENTS, writer_id, batch_id, rows)
-    return {"rows_in": rows, "rows_written": rows, **arrival_figures(quantiles, earliest)}
+    return {"rows_in": rows, "rows_written": rows, "files_read": files, **arrival_figures(quantiles, earliest)}
 
 
 def read_landing_files(spark: SparkSession, settings: Settings) -> DataFrame:

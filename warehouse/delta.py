@@ -161,22 +161,34 @@ def commit_of(path: Path, app_id: str, batch_id: int) -> int | None:
 
 def committed_version(path: Path, app_id: str, batch_id: int, since: float | None = None) -> int | None:
     """The version of the newest commit of the table at ``path`` recording (app_id, batch_id) in its
-    ``userMetadata``; with ``since`` (epoch seconds), commits older than that are not searched."""
+    ``userMetadata``; None when none does.
+
+    Searched from the newest commit back, and no further than a commit of an earlier batch of the same
+    writer (a writer's batches commit in order). With ``since`` (epoch seconds: no attempt of the batch
+    started before it), also no further than a commit written before ``since``, each commit being read
+    before its time is: the batch's own commit is found even when the clock went back after ``since``.
+    When the clock is now behind ``since`` it went back since the batch began, and times bound nothing."""
     log = path / "_delta_log"
     version = latest_version(log)
+    if since is not None and time.time() < since - _CLOCK_SLACK_SECONDS:
+        since = None
     while version >= 0:
         commit = log / f"{version:020d}.json"
         try:
-            if since is not None and commit.stat().st_mtime < since - _CLOCK_SLACK_SECONDS:
-                return None
+            written = commit.stat().st_mtime
             text = commit.read_text()
         except FileNotFoundError:  # cleaned up by log retention: far older than any batch in flight
             return None
         for line in text.splitlines():
             if line.startswith('{"commitInfo"'):
                 found = _user_metadata(json.loads(line)["commitInfo"].get("userMetadata"))
-                if found.get("writer") == app_id and found.get("batch") == batch_id:
+                earlier = found.get("batch")
+                if found.get("writer") == app_id and earlier == batch_id:
                     return version
+                if found.get("writer") == app_id and isinstance(earlier, int) and earlier < batch_id:
+                    return None
+        if since is not None and written < since - _CLOCK_SLACK_SECONDS:
+            return None
         version -= 1
     return None
 

@@ -1,5 +1,6 @@
 """Sources: the landing folder of JSON Lines files, read as a stream of raw lines with their position."""
 
+import fcntl
 import os
 import re
 import shutil
@@ -13,6 +14,7 @@ from urllib.parse import unquote
 from pyspark.sql import DataFrame, SparkSession
 
 from runtime.checkpoints import files_of_batch
+from runtime.faults import notice
 from transforms.bronze import file_columns, split_lines
 from warehouse.settings import Settings
 from warehouse.storage import Location, ensure_folder, is_remote
@@ -54,15 +56,57 @@ def batch_has_glob_names(checkpoint: Path, batch_id: int) -> bool:
 _GLOB_CHARACTERS = re.compile(r"[\[\]{}*?\\]")
 
 
+def report_files_gone(
+    settings: Settings, checkpoint: Path, batch_id: int, lines: DataFrame, figures: dict[str, float]
+) -> dict[str, float]:
+    """Tell of the files the stream listed for ``batch_id`` but that were removed before Spark read them.
+
+    Spark's file source drops a listed file it can no longer find and says nothing; its lines never reach
+    bronze, and the file stays recorded as taken. Each such file is one line on stderr (with the way to
+    receive its lines: ingest a copy, which is a new arrival) and counts in the batch's ``files_missing``.
+    Only a batch that read fewer files than it listed is looked at (an empty file reads as none)."""
+    listed = [_file_name(path) for path in files_of_batch(checkpoint, batch_id)]
+    if figures.get("files_read", 0) >= len(listed):
+        return figures
+    read = {_file_name(row.source_file) for row in lines.select("source_file").distinct().collect()}
+    gone = [name for name in listed if name not in read and not (settings.landing_dir / name).exists()]
+    for name in gone:
+        notice(
+            f"landing file {name} was removed after the landing stream listed it (batch {batch_id}) and before "
+            "it was read: its lines are not in bronze. To receive them, `lakehouse ingest` a copy of it"
+        )
+    return {**figures, "files_missing": float(len(gone))} if gone else figures
+
+
+def _file_name(path: str) -> str:
+    return unquote(path.rsplit("/", 1)[-1])
+
+
 _last_arrival_ms = 0
 _arrival_lock = threading.Lock()
 
 
-def _next_arrival_ns() -> int:
-    """A wall-clock stamp, strictly later (by at least 1 ms) than the last one this process handed out."""
+def _next_arrival_ns(settings: Settings) -> int:
+    """A wall-clock stamp, strictly later (by at least 1 ms) than the last one handed out, by this process
+    and, on local disk, by any process of this home (``landing/.arrival-clock``, under a lock).
+
+    The clock jumping back must not date a new file before the files already landed: Spark's file source
+    would still take it, but out of order, and past ``maxFileAge`` (seven days) behind the newest file it
+    would skip it; the landing sensor's cursor would pass it by. So the stamps go on from the last one
+    until the clock catches up. On object storage the server's clock dates the files."""
     global _last_arrival_ms
     with _arrival_lock:
         _last_arrival_ms = max(time.time_ns() // 1_000_000, _last_arrival_ms + 1)
+        if not is_remote(settings.landing_dir):
+            settings.landing_dir.mkdir(parents=True, exist_ok=True)
+            with open(settings.landing_dir / ".arrival-clock", "a+", encoding="ascii") as clock:
+                fcntl.flock(clock, fcntl.LOCK_EX)
+                clock.seek(0)
+                last = clock.read().strip()
+                _last_arrival_ms = max(_last_arrival_ms, int(last) + 1 if last.isdigit() else 0)
+                clock.seek(0)
+                clock.truncate()
+                clock.write(str(_last_arrival_ms))
         return _last_arrival_ms * 1_000_000
 
 
@@ -76,7 +120,7 @@ def place_in_landing(settings: Settings, name: str, write: Callable[[IO[str]], N
     Spark ignores names starting with ``.``. On object storage the modification time is the server's
     (seconds): files of one second are ordered by their names, which S3 lists in order.
     """
-    arrival = _next_arrival_ns()
+    arrival = _next_arrival_ns(settings)
     final = settings.landing_dir / f"{arrival:020d}-{Path(name).name}"
     if is_remote(final):
         with final.open("w", encoding="utf-8", newline="\n") as handle:

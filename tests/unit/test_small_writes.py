@@ -1,6 +1,7 @@
 """Small writes committed by delta-rs (decision 43): exactly once, tagged as a Spark write would be."""
 
 import json
+import os
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -83,3 +84,34 @@ def test_a_merge_of_rows_applies_once_with_its_delete_and_insert_conditions(tmp_
     assert counts == {"a": 11, "c": 3, "d": 4}
     assert deltalake.DeltaTable(str(path)).transaction_version(WRITER) == 1
     assert json.loads(deltalake.DeltaTable(str(path)).history(1)[0]["userMetadata"]) == {"note": "test"}
+
+
+def _commit(log: Path, version: int, writer: str, batch: int, written: float) -> None:
+    """A commit file as a batch's write leaves it (its tags in ``userMetadata``), dated ``written``."""
+    info = {"commitInfo": {"userMetadata": json.dumps({"writer": writer, "batch": batch})}}
+    commit = log / f"{version:020d}.json"
+    commit.write_text(json.dumps(info) + "\n")
+    os.utime(commit, (written, written))
+
+
+def test_a_batch_s_commit_is_found_when_the_clock_went_back_and_the_search_stops_at_its_earlier_batch(
+    tmp_path: Path,
+) -> None:
+    """Batch 5 began at ``since``; the clock then went back an hour and batch 5 committed, dated before
+    ``since``; another writer committed after it. The re-run after a crash must still find batch 5's commit."""
+    log = tmp_path / "t" / "_delta_log"
+    log.mkdir(parents=True)
+    now = time.time()
+    since = now - 60
+    _commit(log, 0, WRITER, 4, since - 1)  # the previous batch, before the anchor
+    _commit(log, 1, WRITER, 5, since - 3_600)  # written after the clock went back an hour
+    assert committed_version(tmp_path / "t", WRITER, 5, since) == 1
+    assert committed_version(tmp_path / "t", WRITER, 6, since) is None
+    # A commit of an earlier batch of the same writer ends the search, whatever the times say.
+    _commit(log, 2, "lakehouse:other", 0, now)
+    _commit(log, 3, WRITER, 6, now)
+    assert committed_version(tmp_path / "t", WRITER, 7) is None
+    assert committed_version(tmp_path / "t", WRITER, 5) == 1
+    # With the clock now behind the batch's start, the times bound nothing: batch 5 is found again
+    # though every commit looks older than ``since``.
+    assert committed_version(tmp_path / "t", WRITER, 5, now + 3_600) == 1
