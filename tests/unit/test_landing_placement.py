@@ -65,6 +65,8 @@ def test_a_clock_that_jumps_back_does_not_date_a_new_file_before_the_landed_ones
     modification time, Spark's arrival order and the landing sensor's cursor) still comes after the first's."""
     now = [1_800_000_000_000_000_000]
     monkeypatch.setattr(landing.time, "time_ns", lambda: now[0])
+    # Put back afterwards what this process had handed out: the stamps below are a year ahead.
+    monkeypatch.setattr(landing, "_last_arrival_ms", landing._last_arrival_ms)
     first = place_in_landing(settings, "first.jsonl", lambda handle: handle.write(LINE))
     now[0] -= 3_600 * 1_000_000_000
     monkeypatch.setattr(landing, "_last_arrival_ms", 0)  # a new process: nothing in memory
