@@ -68,14 +68,14 @@ def check_home(settings: Settings, streams: Iterable[str], tables: Iterable[Tabl
         if problem:
             raise Fault(
                 f"the Delta log of {table.name} is damaged ({problem}); restore that file from a backup, or "
-                f"move the table's folder aside and run `{_table_recovery(table)}` to rebuild it"
+                f"move the table's folder aside and run {_table_recovery(table)} to rebuild it"
             )
 
 
 def _table_recovery(table: Table) -> str:
     if table.layer == "bronze":
-        return "lakehouse replay --source landing` (and `--source kafka` for the topic's lines)"
-    return "lakehouse replay"
+        return "`lakehouse replay --source landing` (and `--source kafka` for the topic's lines)"
+    return "`lakehouse replay`"
 
 
 # Checkpoints -----------------------------------------------------------------------------------------
