@@ -21,6 +21,8 @@ import re
 import sys
 from collections.abc import Callable, Iterable
 
+from deltalake import QueryBuilder
+
 from runtime import checkpoints
 from runtime.checkpoints import KAFKA_STAGE, LANDING_STAGE, SILVER_STAGE, checkpoint_dir, windows_stage_name
 from warehouse.catalog import OPS_STREAM_PROGRESS, SILVER_EVENTS, Table
@@ -148,8 +150,9 @@ def _streams_with_progress(settings: Settings) -> set[str]:
     path = OPS_STREAM_PROGRESS.path(settings)
     if latest_version(path / "_delta_log") < 0:
         return set()
-    streams = open_delta(path).to_pyarrow_table(columns=["stream"]).column("stream")
-    return set(streams.unique().to_pylist())
+    # DataFusion, not pyarrow's scanner: its read-ahead threads aborted a refusing command at exit (134).
+    query = QueryBuilder().register("progress", open_delta(path))
+    return set(query.execute("SELECT DISTINCT stream FROM progress").read_all().column(0).to_pylist())
 
 
 def _numbered(folder: Location, compact: bool = False) -> list[int]:

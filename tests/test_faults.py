@@ -153,25 +153,47 @@ def _cli(home: Path, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run([LAKEHOUSE, *args], env=env, capture_output=True, text=True, timeout=600)
 
 
+def _holders(mount: Path) -> list[str]:
+    """Processes other than this one that belong to a run on ``mount`` (its home in their environment: the
+    command and the JVM it started) or hold a file, a mapping or their working folder under it."""
+    found = []
+    for proc in Path("/proc").glob("[0-9]*"):
+        if proc.name == str(os.getpid()):
+            continue
+        try:
+            environ = (proc / "environ").read_bytes().split(b"\0")
+            links = [os.readlink(link) for link in (proc / "fd").iterdir()] + [os.readlink(proc / "cwd")]
+            maps = (proc / "maps").read_text()
+        except OSError:  # gone meanwhile, or a kernel thread
+            continue
+        if any(v.startswith(b"LAKEHOUSE_HOME=" + str(mount).encode()) for v in environ) or str(mount) in maps:
+            found.append(f"{proc.name} (a run on the disk)")
+        found += [f"{proc.name} holds {link}" for link in links if link.startswith(str(mount))]
+    return found
+
+
 def _settled(mount: Path) -> None:
-    """Wait until no process holds a file under ``mount``: the last run's JVM outlives its command for a
-    moment, deleting its scratch, and a deleted file's space comes back only once it is closed."""
-    for _ in range(120):
-        held = []
-        for fd in Path("/proc").glob("[0-9]*/fd/*"):
-            try:
-                held += [fd] if os.readlink(fd).startswith(str(mount)) else []
-            except OSError:
-                continue
-        if not held:
+    """Wait until the last run's processes are gone and nothing holds a file under ``mount``: the JVM outlives
+    its command for a moment (its shutdown still writes state-store files and deletes scratch), a deleted
+    file's space comes back only once it is closed, and a file open for writing keeps a remount busy."""
+    quiet = 0
+    for _ in range(240):
+        held = _holders(mount)
+        quiet = 0 if held else quiet + 1
+        if quiet == 3:
             return
         time.sleep(0.5)
-    raise AssertionError(f"files under {mount} stay open: {held[:3]}")
+    raise AssertionError(f"processes stay on {mount}: {held[:3]}")
 
 
 def _remount(mount: Path, mode: str) -> None:
     _settled(mount)
-    subprocess.run(["mount", "-o", f"remount,{mode}", str(mount)], check=True)
+    for _ in range(20):
+        done = subprocess.run(["mount", "-o", f"remount,{mode}", str(mount)], capture_output=True, text=True)
+        if done.returncode == 0:
+            return
+        time.sleep(1)
+    raise AssertionError(f"remount {mode} failed: {done.stderr.strip()}; holders: {_holders(mount)[:3]}")
 
 
 def test_a_full_disk_and_a_read_only_home_stop_in_one_line_and_a_run_after_the_fix_ends_exact(tmp_path: Path) -> None:
@@ -222,7 +244,8 @@ def test_a_full_disk_and_a_read_only_home_stop_in_one_line_and_a_run_after_the_f
         assert {t.name: open_delta(t.path(settings)).version() for t in kept_tables(settings)} == versions
     finally:
         _settled(disk)
-        subprocess.run(["umount", str(disk)], check=True)
+        if subprocess.run(["umount", str(disk)], capture_output=True).returncode != 0:
+            subprocess.run(["umount", "--lazy", str(disk)], check=True)  # not to leave a mount behind
 
 
 def _delta_gold(settings: Settings) -> dict[tuple[str, datetime], tuple[Decimal, int]]:
