@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 export PYSPARK_PYTHON := $(abspath $(BIN)/python)
 
-.PHONY: setup demo test test-fast fuzz lint ui bench clean-home lock audit
+.PHONY: setup demo test test-fast fuzz lint ui bench concurrency clean-home lock audit
 
 setup:
 	@bash scripts/setup.sh
@@ -49,6 +49,10 @@ bench: setup
 	$(BIN)/python -m bench.kafka
 	$(BIN)/python -m bench.cluster
 	$(BIN)/python -m bench.report
+
+# Issue 26's concurrent writers beside `run --continuous` for 10 minutes, checked against the reference.
+concurrency: setup
+	$(BIN)/python -m bench.concurrency
 
 # The locked set: what a set-up venv holds, pinned (scripts/setup.sh installs with it as constraints).
 lock: setup

@@ -146,6 +146,20 @@ def read_before_version(checkpoint: Path) -> int:
     return int(offset["reservoirVersion"]) - 1
 
 
+def newest_source_version(checkpoint: Path) -> int | None:
+    """The newest Delta source version the stream's finished batches have read from (a file of it, or all
+    of it); None when no finished batch has read one."""
+    finished = committed_batches(checkpoint)
+    if not finished:
+        return None
+    offset = _entry(checkpoint, finished[-1])[1][0]
+    if offset is None or "reservoirVersion" not in offset:
+        return None
+    version = int(offset["reservoirVersion"])
+    whole = not offset.get("isStartingVersion") and int(offset.get("index", -1)) == _WHOLE_COMMITS
+    return version - 1 if whole else version
+
+
 def starting_version_file(checkpoints_dir: Path, stream: str) -> Path:
     """The lakehouse's own marker beside a reset checkpoint: the Delta source version it starts from."""
     return checkpoints_dir / f"{stream}.starting-version"

@@ -47,9 +47,16 @@ def recovery(stream: str) -> str:
     return _RECOVERY.get(stream, "lakehouse replay")
 
 
-def check_home(settings: Settings, streams: Iterable[str], tables: Iterable[Table], skip: Iterable[str] = ()) -> None:
+def check_home(
+    settings: Settings,
+    streams: Iterable[str],
+    tables: Iterable[Table],
+    skip: Iterable[str] = (),
+    reads: dict[str, list[str]] | None = None,
+) -> None:
     """Raise :class:`Fault` for the first damaged or lost checkpoint among ``streams`` (except ``skip``,
-    which the caller rebuilds) and the first damaged Delta log among ``tables``."""
+    which the caller rebuilds) and the first damaged Delta log among ``tables``; ``reads`` (table name →
+    the streams reading it as a Delta stream) lets a reader's position tell of commits gone from a log."""
     skipped = set(skip)
     wanted = [stream for stream in streams if stream not in skipped]
     for stream in wanted:
@@ -66,12 +73,27 @@ def check_home(settings: Settings, streams: Iterable[str], tables: Iterable[Tabl
             f"with `{recovery(stream)}`"
         )
     for table in tables:
-        problem = damaged_log(table.path(settings))
+        readers = [stream for stream in (reads or {}).get(table.name, []) if stream not in skipped]
+        problem = damaged_log(table.path(settings)) or _read_past_newest(settings, table, readers)
         if problem:
             raise Fault(
                 f"the Delta log of {table.name} is damaged ({problem}); restore that file from a backup, or "
                 f"move the table's folder aside and run {_table_recovery(table)} to rebuild it"
             )
+
+
+def _read_past_newest(settings: Settings, table: Table, readers: list[str]) -> str | None:
+    """A stream that has read a version of ``table`` its log no longer has: its newest commits were deleted.
+    Spark writes a checksum beside each commit, which :func:`damaged_log` misses when its commit is gone;
+    delta-rs writes none, so a commit of its gone from the end of the log leaves only the readers' word."""
+    log = table.path(settings) / "_delta_log"
+    versions = [int(name[:20]) for name in names(log) if name.endswith(".json") and name[:20].isdigit()]
+    ends = f"ends at {max(versions)}" if versions else "has no commit"
+    for stream in readers:
+        needed = checkpoints.newest_source_version(checkpoint_dir(settings, stream))
+        if needed is not None and needed > max(versions, default=-1):
+            return f"the {stream} stream has read version {needed}, but the log {ends}"
+    return None
 
 
 def _table_recovery(table: Table) -> str:
@@ -237,6 +259,17 @@ def explain(error: BaseException) -> str:
     if isinstance(error, Fault):
         return str(error)
     text = " ".join(str(error).split())
+    raised = re.search(r"Fault: (.+?`lakehouse [^`]+`)", text)  # raised in a batch, wrapped by Spark
+    if raised:
+        return raised.group(1)
+    went_back = re.search(r"Partition (\S+)'s offset was changed from (\d+) to (\d+)", text)
+    if went_back:
+        return (
+            f"the Kafka partition {went_back.group(1)} went back from offset {went_back.group(2)} to "
+            f"{went_back.group(3)}: its topic was deleted and created again, and the stream stopped before "
+            "reading it. Bronze keeps the old topic's messages; read the new topic from its start with "
+            "`lakehouse replay --source kafka`"
+        )
     os_error = next((e for e in _chain(error) if isinstance(e, OSError) and e.errno), None)
     code = os_error.errno if os_error else None
     where = f" ({os_error.filename})" if os_error and os_error.filename else ""

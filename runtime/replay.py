@@ -41,6 +41,7 @@ from runtime.checkpoints import (
     ORDER_PAYMENTS_STAGE,
     RECONCILE_STAGE,
     SILVER_STAGE,
+    checkpoint_dir,
     committed_batches,
     continue_after,
     derived_stage_name,
@@ -50,7 +51,8 @@ from runtime.checkpoints import (
 )
 from runtime.progress import StageReport
 from runtime.runner import prepare, run_stage_once, swap_marker
-from runtime.sources.kafka import retention_gaps
+from runtime.sources.kafka import pinned_topic_id, retention_gaps
+from runtime.sources.kafka_client import topic_id
 from runtime.stages import SOURCES, keyed_stages, reconcile_stage, source_stage, stage_named, stages
 from transforms.gold.corrections import consumption_metadata, correction_rows
 from transforms.gold.propagate import GoldChange, firings
@@ -166,10 +168,11 @@ def _rebuild_source_bronze(
     (one commit) and its checkpoint in place of the live source stream's. Refused, before anything is
     read, when the source no longer holds a line bronze holds: the rebuild would lose it."""
     stage = source_stage(source, carry=False)
+    kept_rows = None
     if source == "kafka":
         topic = settings.kafka.topic
-        where = f"source = 'kafka' AND kafka_topic = '{topic}'"
-        held = _offset_ranges(read_table(spark, settings, BRONZE_EVENTS).where(where))
+        where, now, kept_rows = _topic_rows(spark, settings)
+        held = _offset_ranges(read_table(spark, settings, BRONZE_EVENTS).where(now))
         gaps = retention_gaps(settings, held)
         rebuilt = replace(staging.under("kafka"), kafka=replace(settings.kafka, starting_offsets="earliest"))
         swapped = f"{BRONZE_EVENTS.name} (topic {topic})"
@@ -189,6 +192,8 @@ def _rebuild_source_bronze(
     if source == "kafka":
         ranges = _offset_ranges(read_table(spark, rebuilt, BRONZE_EVENTS))
         report.kafka_offsets = {partition: (first, last + 1) for partition, (first, last) in ranges.items()}
+    if kept_rows is not None:
+        kept_rows.write.format("delta").mode("append").save(str(BRONZE_EVENTS.path(rebuilt)))
     swap_marker(settings).write_text(
         json.dumps(
             {
@@ -202,6 +207,25 @@ def _rebuild_source_bronze(
     )
     _finish_source_swap(spark, settings)
     report.rows_swapped[swapped] = int(report.streams[-1].figures.get("rows_written", 0))
+
+
+def _topic_rows(spark: SparkSession, settings: Settings) -> tuple[str, str, DataFrame | None]:
+    """Which bronze rows of the topic a rebuild from it replaces, which of them the topic as it is now
+    holds, and the rows the rebuild keeps as they were.
+
+    Rows carry the id of the topic they were read from. When the topic was deleted and created again since
+    the stream last read (the live checkpoint is pinned to another id), the new topic holds none of the old
+    rows: they are kept (those landed before ids were kept, stamped with the old id) beside the new topic's
+    messages. Otherwise the rows of the topic as it is now, and those without an id, are rebuilt."""
+    of_topic = f"source = 'kafka' AND kafka_topic = '{settings.kafka.topic}'"
+    current = topic_id(settings)
+    pinned = pinned_topic_id(checkpoint_dir(settings, KAFKA_STAGE))
+    now = f"{of_topic} AND kafka_topic_id = '{current}'"
+    if current is None or pinned is None or pinned == current:
+        rows = f"{of_topic} AND (kafka_topic_id IS NULL OR kafka_topic_id = '{current}')"
+        return rows, rows, None
+    old = read_table(spark, settings, BRONZE_EVENTS).where(f"{of_topic} AND NOT kafka_topic_id <=> '{current}'")
+    return of_topic, now, old.withColumn("kafka_topic_id", F.coalesce("kafka_topic_id", F.lit(pinned)))
 
 
 def _offset_ranges(rows: DataFrame) -> dict[int, tuple[int, int]]:

@@ -40,7 +40,7 @@ from runtime.progress import (
     stream_status,
 )
 from runtime.sources.kafka import partition_lag
-from runtime.stages import SOURCES, Stage, reconcile_stage, source_stage, stages
+from runtime.stages import SOURCES, Stage, delta_readers, reconcile_stage, source_stage, stages
 from transforms.gold.tumbling import advance_idle
 from transforms.latency import latencies
 from transforms.reconcile import repair_dates
@@ -145,7 +145,7 @@ def prepare(
             "a replay was interrupted while swapping tables and checkpoints; run `lakehouse replay` to finish it"
         )
     streams = [*stages(settings).names, KAFKA_STAGE, RECONCILE_STAGE]
-    check_home(settings, streams, kept_tables(settings), skip=rebuilt)
+    check_home(settings, streams, kept_tables(settings), skip=rebuilt, reads=delta_readers(settings, streams))
     ensure_tables(spark, settings, kept_tables(settings))
 
 

@@ -277,6 +277,17 @@ def stage_named(settings: Settings, name: str) -> Stage:
     raise KeyError(name)
 
 
+def delta_readers(settings: Settings, streams: list[str]) -> dict[str, list[str]]:
+    """Table name → the streams among ``streams`` that read it as a Delta stream."""
+    found: dict[str, list[str]] = {}
+    for stream in streams:
+        try:
+            found.setdefault(stage_named(settings, stream).source, []).append(stream)
+        except KeyError:
+            continue
+    return found
+
+
 def stream_outputs(settings: Settings) -> dict[str, tuple[Table, ...]]:
     """Stream name → the tables its batches write (kept outputs only): which assets a stream's progress
     rows (``ops.stream_progress.stream``) speak for."""

@@ -22,7 +22,7 @@ from runtime.runner import run_once, run_reconcile
 from tests.lines import land
 from tests.reference import landing_lines, window_totals
 from tests.servers import LAKEHOUSE
-from warehouse.catalog import BRONZE_EVENTS, SILVER_EVENTS, kept_tables, user_spend_table
+from warehouse.catalog import BRONZE_EVENTS, SILVER_EVENTS, SILVER_LATE_EVENTS, kept_tables, user_spend_table
 from warehouse.delta import read_table
 from warehouse.settings import Settings
 from warehouse.storage import open_delta
@@ -99,18 +99,32 @@ def test_a_damaged_checkpoint_file_is_named_and_the_replay_recovers(spark, setti
     _assert_exact(spark, settings)
 
 
-def test_a_corrupt_delta_commit_is_named_and_moving_the_table_aside_then_replaying_recovers(spark, settings) -> None:
-    """Silver's newest commit cut short (a disk that lost the file's end): every reader would fail on it.
-    The run names the table and file; with the table's folder moved aside, `replay` rebuilds silver from
-    bronze into a new table and everything after it, exact."""
+@pytest.mark.parametrize("damage", ["cut short", "deleted with its checksum"])
+def test_a_corrupt_delta_commit_is_named_and_moving_the_table_aside_then_replaying_recovers(
+    spark, settings, damage: str
+) -> None:
+    """Silver's newest commit cut short (a disk that lost the file's end): every reader would fail on it. Or
+    silver.late_events' newest commit deleted, checksum and all, as a commit of delta-rs's (which writes
+    none) would be: the table just looks older, and only the position of the stream that read it (the
+    late-event folding) tells. The run names the table and what is wrong; with the table's folder moved
+    aside, `replay` rebuilds it from bronze into a new table, and everything after it, exact."""
     _land_events(settings, "first.jsonl", seed=6)
     run_once(spark, settings)
-    log = SILVER_EVENTS.path(settings) / "_delta_log"
-    newest = max(log.glob("*.json"))
-    newest.write_bytes(newest.read_bytes()[:100])
-    with pytest.raises(Fault, match=rf"Delta log of silver.events is damaged \({newest.name} is truncated"):
+    if damage == "cut short":
+        table = SILVER_EVENTS
+        newest = max((table.path(settings) / "_delta_log").glob("*.json"))
+        newest.write_bytes(newest.read_bytes()[:100])
+        expected = rf"{newest.name} is truncated"
+    else:
+        table = SILVER_LATE_EVENTS
+        run_reconcile(spark, settings)  # the folding stream reads every late event, to the log's end
+        newest = max((table.path(settings) / "_delta_log").glob("*.json"))
+        for file in newest.parent.glob(f"{newest.name[:20]}.*"):
+            file.unlink()
+        expected = rf"the reconcile_late_events stream has read version {int(newest.name[:20])}, but the log"
+    with pytest.raises(Fault, match=rf"Delta log of {table.name} is damaged \({expected}"):
         run_once(spark, settings)
-    SILVER_EVENTS.path(settings).rename(settings.home / "silver-events-damaged")
+    table.path(settings).rename(settings.home / "damaged-table")
     run_replay(spark, settings)
     _land_events(settings, "second.jsonl", seed=7)
     run_once(spark, settings)

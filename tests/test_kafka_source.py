@@ -18,6 +18,7 @@ from deltalake import DeltaTable
 from kafka import KafkaAdminClient, KafkaProducer, TopicPartition
 
 from devtools.synthetic import StreamSpec, generate_lines
+from runtime.faults import Fault
 from runtime.replay import run_replay
 from runtime.runner import run_once
 from tests.servers import PLANTED_SECRET, files_holding
@@ -210,6 +211,74 @@ def test_replay_from_kafka_rebuilds_bronze_from_the_topic_and_refuses_when_offse
         run_replay(spark, settings, source="kafka")
     assert DeltaTable(bronze_path).version() == version
     assert not (settings.home / "replay" / "SWAP_IN_PROGRESS").exists()
+
+
+def _recreate_topic(settings) -> None:
+    """Delete the topic and create it again under its name, as an operator would (an independent admin client
+    deletes; the new one gets a new topic id and offsets from 0)."""
+    from runtime.sources.kafka_client import ensure_topic, topic_id
+
+    before = topic_id(settings)
+    admin = KafkaAdminClient(bootstrap_servers=settings.kafka.bootstrap_servers)
+    try:
+        admin.delete_topics([settings.kafka.topic])
+    finally:
+        admin.close()
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            ensure_topic(settings)
+            now = topic_id(settings)
+            if now is not None and now != before:
+                return
+        except Exception:
+            pass  # still being deleted
+        assert time.monotonic() < deadline, "the topic was not created again within a minute"
+        time.sleep(0.5)
+
+
+def test_a_topic_deleted_and_created_again_is_refused_in_one_line_and_a_replay_keeps_both_topics_messages(
+    spark, kafka_settings, tmp_path: Path
+) -> None:
+    """Offsets start over in a recreated topic. With more messages than the stream had read, Spark's own
+    data-loss check sees nothing and would skip the new topic's first ones: the topic's id tells. The run is
+    refused in one line; `replay --source kafka` keeps the old topic's rows (each stamped with its topic's
+    id), reads the new topic from its start, and gold equals DuckDB over both topics' messages."""
+    settings = kafka_settings
+    spec = dict(users=8, rate=2.0, disorder_seconds=20, duplicate_fraction=0.05, late_fraction=0.0,
+                invalid_fraction=0.03)  # fmt: skip
+    old = list(generate_lines(StreamSpec(events=150, seed=51, **spec)))
+    new = list(generate_lines(StreamSpec(events=300, seed=52, **spec)))
+    more = list(generate_lines(StreamSpec(events=60, seed=53, **spec)))
+    produce(settings.kafka.bootstrap_servers, settings.kafka.topic, old)
+    run_once(spark, settings, "kafka")
+    _recreate_topic(settings)
+    produce(settings.kafka.bootstrap_servers, settings.kafka.topic, new)
+
+    version = DeltaTable(str(BRONZE_EVENTS.path(settings))).version()
+    with pytest.raises(Fault, match=r"topic .* was deleted and created again .* `lakehouse replay --source kafka`"):
+        run_once(spark, settings, "kafka")
+    env = {**os.environ, "LAKEHOUSE_HOME": str(settings.home), "LAKEHOUSE_KAFKA_TOPIC": settings.kafka.topic,
+           "LAKEHOUSE_KAFKA_BOOTSTRAP_SERVERS": settings.kafka.bootstrap_servers}  # fmt: skip
+    command = subprocess.run(
+        [LAKEHOUSE, "run", "--once", "--source", "kafka"], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert command.returncode == 1 and command.stderr.count("\n") == 1, command.stderr
+    assert "deleted and created again" in command.stderr and "replay --source kafka" in command.stderr
+    assert DeltaTable(str(BRONZE_EVENTS.path(settings))).version() == version
+
+    report = run_replay(spark, settings, source="kafka")
+    assert sum(b - a for a, b in report.kafka_offsets.values()) == len(new)
+    rows = read_table(spark, settings, BRONZE_EVENTS).where("source = 'kafka'")
+    by_topic = Counter(r.kafka_topic_id for r in rows.select("kafka_topic_id").collect())
+    assert sorted(by_topic.values()) == [len(old), len(new)] and None not in by_topic
+    assert rows.select("kafka_topic_id", "kafka_partition", "kafka_offset").distinct().count() == len(old) + len(new)
+    assert _gold(spark, settings) == _golden(tmp_path, {"b.jsonl": old, "c.jsonl": new})
+
+    produce(settings.kafka.bootstrap_servers, settings.kafka.topic, more)
+    reports = {r.name: r.figures for r in run_once(spark, settings, "kafka")}
+    assert reports["bronze_events_kafka"]["rows_written"] == len(more)
+    assert _gold(spark, settings) == _golden(tmp_path, {"b.jsonl": old, "c.jsonl": new, "d.jsonl": more})
 
 
 def _bronze_positions(home: Path) -> list[tuple[int, int]]:

@@ -107,5 +107,6 @@ def split_lines(files: DataFrame) -> DataFrame:
         F.lit(None).cast("long").alias("kafka_offset"),
         F.lit(None).cast("timestamp").alias("kafka_timestamp"),
         F.lit(None).cast("string").alias("kafka_key"),
+        F.lit(None).cast("string").alias("kafka_topic_id"),
         raw_bytes.alias("raw_bytes"),
     )

@@ -54,6 +54,7 @@ BRONZE_EVENTS = Table(
         Column("ingest_date", DateType(), "UTC date of ingest_time (partition)", nullable=False),
         Column("kafka_timestamp", TimestampType(), "the record's Kafka timestamp (kafka source; not event time)"),
         Column("kafka_key", StringType(), "the record's key (kafka source; the producer keys by user_id)"),
+        Column("kafka_topic_id", StringType(), "id of the topic read (kafka source; new when it is recreated)"),
         Column(
             "raw_bytes",
             BinaryType(),

@@ -11,11 +11,13 @@ from pathlib import Path
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from runtime.checkpoints import consumed_offsets
-from runtime.sources.kafka_client import topics
+from runtime.checkpoints import KAFKA_STAGE, checkpoint_dir, consumed_offsets
+from runtime.faults import Fault
+from runtime.sources.kafka_client import topic_id, topics
 from transforms.bronze import land_messages
 from transforms.events import line_text
 from warehouse.settings import Settings
+from warehouse.storage import Location, ensure_folder, names, write_atomically
 
 
 def kafka_options(settings: Settings) -> dict[str, str]:
@@ -40,6 +42,7 @@ def read_kafka(spark: SparkSession, settings: Settings) -> DataFrame:
     offsets each micro-batch read (written before the batch runs), so a batch re-run after a crash reads
     exactly the same messages. ``kafka_timestamp`` is the producer's or the broker's clock, not event time.
     """
+    pin_topic(settings, checkpoint_dir(settings, KAFKA_STAGE))
     reader = spark.readStream.format("kafka")
     for name, value in kafka_options(settings).items():
         reader = reader.option(name, value)
@@ -55,6 +58,7 @@ def read_kafka(spark: SparkSession, settings: Settings) -> DataFrame:
         F.col("offset").alias("kafka_offset"),
         F.col("timestamp").alias("kafka_timestamp"),
         F.col("key").cast("string").alias("kafka_key"),
+        F.lit(None).cast("string").alias("kafka_topic_id"),  # the pinned id, set per batch
         raw_bytes.alias("raw_bytes"),
     )
 
@@ -71,7 +75,8 @@ def land_kafka_messages(
     per partition, the broker's end offset minus the end offset of this batch (from the checkpoint's
     offset log, so no second read of the messages). Lag figures are left out when the broker does not
     answer right then; the batch itself is written either way."""
-    figures = land(messages, batch_id, settings, writer_id)
+    pinned = pin_topic(settings, checkpoint)
+    figures = land(messages.withColumn("kafka_topic_id", F.lit(pinned)), batch_id, settings, writer_id)
     try:
         lag = partition_lag(settings, checkpoint, batch_id)
     except Exception:
@@ -79,6 +84,43 @@ def land_kafka_messages(
     figures["kafka_lag"] = float(sum(lag.values()))
     figures.update({f"kafka_lag_partition_{partition}": float(n) for partition, n in sorted(lag.items())})
     return figures
+
+
+#: In a Kafka stream's checkpoint: the id of the topic its offsets belong to.
+TOPIC_ID_FILE = "topic-id"
+
+
+def pinned_topic_id(checkpoint: Location) -> str | None:
+    """The topic id a Kafka stream's checkpoint was pinned to; None before its first start (or when a
+    version before topic ids wrote it)."""
+    return (checkpoint / TOPIC_ID_FILE).read_text().strip() if TOPIC_ID_FILE in names(checkpoint) else None
+
+
+def pin_topic(settings: Settings, checkpoint: Location) -> str | None:
+    """Check that the topic is the one the stream's offsets belong to, and pin a checkpoint that has no topic
+    yet to the current one; the pinned id (None when the broker does not answer now: the stream then waits
+    out the outage, and the next batch checks).
+
+    Raises :class:`Fault` when the topic was deleted and created again since: its offsets start over, so the
+    old positions would skip the new topic's first messages (or, fewer, stop the stream on Spark's data-loss
+    check) and bronze would hold two messages at one position."""
+    try:
+        current = topic_id(settings, timeout=10)
+    except Exception:
+        return pinned_topic_id(checkpoint)
+    pinned = pinned_topic_id(checkpoint)
+    if pinned is None and current is not None:
+        ensure_folder(checkpoint)
+        write_atomically(checkpoint / TOPIC_ID_FILE, current + "\n")
+        return current
+    if current is not None and pinned != current:
+        raise Fault(
+            f"the Kafka topic {settings.kafka.topic} was deleted and created again (its id is {current}, the "
+            f"stream's offsets are of {pinned}); read on, they would skip or misplace the new topic's messages, "
+            "so the stream does not start. Bronze keeps the old topic's messages; read the new topic from its "
+            "start with `lakehouse replay --source kafka`"
+        )
+    return pinned
 
 
 def partition_lag(settings: Settings, checkpoint: Path, batch_id: int | None = None) -> dict[int, int]:

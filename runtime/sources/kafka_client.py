@@ -6,6 +6,7 @@ runtime asks without a JVM (how far behind a stream is, whether the broker answe
 and are never printed.
 """
 
+import base64
 import json
 import logging
 import time
@@ -87,6 +88,27 @@ def topics(settings: Settings, timeout: float = 10.0) -> list[TopicState]:
             TopicState(name, [PartitionOffsets(p, offsets[p]["earliest"], offsets[p]["latest"]) for p in partitions])
         )
     return states
+
+
+def topic_id(settings: Settings, timeout: float = 10.0) -> str | None:
+    """The broker's id of the configured topic (Kafka's topic ids, KIP-516): a topic deleted and created
+    again under the same name gets a new one. None when the topic does not exist; raises when the broker
+    cannot be reached."""
+    from confluent_kafka import KafkaException, TopicCollection
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient(client_config(settings))
+    (future,) = admin.describe_topics(TopicCollection([settings.kafka.topic]), request_timeout=timeout).values()
+    try:
+        uuid = future.result().topic_id
+    except KafkaException as error:
+        if "UNKNOWN_TOPIC" in str(error):
+            return None
+        raise
+    # As Kafka's own tools print it: the 128 bits in URL-safe base64 without padding.
+    bits = [uuid.get_most_significant_bits(), uuid.get_least_significant_bits()]
+    raw = b"".join((bit & (2**64 - 1)).to_bytes(8, "big") for bit in bits)
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
 
 def message_key(line: str) -> bytes | None:

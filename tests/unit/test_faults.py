@@ -171,6 +171,22 @@ def test_check_home_refuses_with_the_recovery_and_skips_what_a_replay_rebuilds(s
         (OSError(errno.EROFS, "Read-only file system", "/home/x"), "read-only file system (/home/x)"),
         (PermissionError(errno.EACCES, "Permission denied", "/home/x/locks"), "permission denied (/home/x/locks)"),
         (RuntimeError("Failed to read log file file:/h/checkpoints/s/offsets/1. Incomplete log file"), "offsets/1"),
+        (
+            RuntimeError(
+                "[STREAM_FAILED] Query terminated with exception: Partition events-2's offset was changed from "
+                "400 to 12, some data may have been missed. Some data may have been lost because they are not "
+                "available in Kafka any more"
+            ),
+            "partition events-2 went back from offset 400 to 12: its topic was deleted and created again",
+        ),
+        (
+            RuntimeError(
+                "An exception was raised by the Python Proxy. Traceback: File x.py, line 3\n runtime.faults.Fault: "
+                "the Kafka topic events was deleted and created again (...). Read it with `lakehouse replay "
+                "--source kafka`\n\tat py4j.Protocol"
+            ),
+            "Kafka topic events was deleted and created again (...). Read it with `lakehouse replay --source kafka`",
+        ),
     ],
 )
 def test_failures_met_while_running_are_put_in_one_line_with_their_recovery(error: Exception, words: str) -> None:
