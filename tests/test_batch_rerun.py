@@ -73,13 +73,14 @@ QUERY = "gold_crash_test"
 
 
 def bronze_batch(spark: SparkSession, batch_id: int, lines: list[str]) -> DataFrame:
+    """Landing lines as bronze rows of one batch; the columns not given (Kafka's, raw bytes) are null."""
     arrived = datetime(2024, 1, 2, 0, batch_id, tzinfo=UTC)
     source = f"/landing/batch-{batch_id}.jsonl"
-    rows = [
-        (raw, "file", source, n, arrived, None, None, None, arrived, batch_id, arrived.date(), None, None, None)
-        for n, raw in enumerate(lines, start=1)
-    ]
-    return spark.createDataFrame(rows, BRONZE_EVENTS.schema)
+    given = {"source": "file", "source_file": source, "file_modified_at": arrived, "ingest_time": arrived,
+             "ingest_batch": batch_id, "ingest_date": arrived.date()}  # fmt: skip
+    rows = [{**given, "raw": raw, "source_line": n} for n, raw in enumerate(lines, start=1)]
+    columns = BRONZE_EVENTS.column_names
+    return spark.createDataFrame([tuple(row.get(c) for c in columns) for row in rows], BRONZE_EVENTS.schema)
 
 
 def _rows(frame: DataFrame) -> list[str]:
