@@ -20,6 +20,9 @@ import yaml
 
 from warehouse.settings import DAGSTER_PG_PASSWORD_VARIABLE, Settings, SettingsError
 
+#: How often the daemon looks for runs whose process died (Dagster's default is two minutes).
+RUN_MONITORING_POLL_SECONDS = 15
+
 
 def instance_config(settings: Settings) -> dict[str, Any]:
     """The instance's configuration as ``dagster.yaml`` holds it."""
@@ -27,6 +30,15 @@ def instance_config(settings: Settings) -> dict[str, Any]:
         "telemetry": {"enabled": False},
         "concurrency": {"pools": {"default_limit": 1}, "runs": {"max_concurrent_runs": 4}},
         "run_retries": {"enabled": True, "max_retries": 0},
+        # A run whose process was killed is marked failed within a poll (freeing its pools' slots) and, for a
+        # job with retries, launched again; Dagster's own launcher cannot see a dead process (launcher.py).
+        "run_launcher": {"module": "orchestration.launcher", "class": "LakehouseRunLauncher"},
+        "run_monitoring": {
+            "enabled": True,
+            "poll_interval_seconds": RUN_MONITORING_POLL_SECONDS,
+            "max_resume_run_attempts": 0,
+            "free_slots_after_run_end_seconds": 15,
+        },
     }
     dagster = settings.dagster
     if dagster.storage == "postgres":

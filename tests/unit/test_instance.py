@@ -1,13 +1,20 @@
 """The Dagster instance's dagster.yaml as `make ui` writes it: SQLite by default, PostgreSQL when asked, the
 password only ever named by its variable."""
 
+import os
+import socket
+import subprocess
+import time
 from pathlib import Path
 
 import pytest
 import yaml
+from dagster import DagsterInstance
 from dagster._core.instance.config import dagster_instance_config
+from dagster._core.launcher import WorkerStatus
 
 from orchestration.instance import instance_config, main, write_instance_yaml
+from orchestration.launcher import LakehouseRunLauncher, worker_status
 from warehouse.settings import Settings
 
 POSTGRES = {
@@ -58,3 +65,29 @@ def test_a_server_that_does_not_answer_stops_in_one_line(
     assert error.startswith("lakehouse: no PostgreSQL answers at 127.0.0.1:1 (LAKEHOUSE_DAGSTER_PG_HOST")
     assert error.count("\n") == 1 and "s3cret-value" not in error
     assert not (tmp_path / "dagster.yaml").exists()
+
+
+def test_the_instance_loads_the_launcher_that_tells_run_monitoring_a_dead_run_process(tmp_path: Path) -> None:
+    write_instance_yaml(Settings.from_env({}), tmp_path)
+    instance = DagsterInstance.from_config(str(tmp_path))
+    try:
+        assert isinstance(instance.run_launcher, LakehouseRunLauncher)
+        assert instance.run_monitoring_enabled
+        assert instance.run_launcher.supports_check_run_worker_health
+        here = socket.gethostname()
+        child = subprocess.Popen(["sleep", "30"])
+        announced = time.time()
+        try:
+            assert worker_status(here, child.pid, announced) == WorkerStatus.RUNNING
+            child.kill()
+            child.wait()
+            assert worker_status(here, child.pid, announced) == WorkerStatus.NOT_FOUND
+        finally:
+            child.kill()
+        # A pid taken by a process that started after the announcement is not the run's process.
+        assert worker_status(here, os.getpid(), time.time() - 3600) == WorkerStatus.NOT_FOUND
+        # Another host's run, or a run that has not announced its pid yet, is left alone.
+        assert worker_status("elsewhere", child.pid, announced) == WorkerStatus.RUNNING
+        assert worker_status(here, None, None) == WorkerStatus.RUNNING
+    finally:
+        instance.dispose()
