@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 export PYSPARK_PYTHON := $(abspath $(BIN)/python)
 
-.PHONY: setup demo test test-fast fuzz lint ui bench concurrency chaos clean-home lock audit
+.PHONY: setup demo test test-fast fuzz lint ui bench concurrency chaos soak clean-home lock audit
 
 setup:
 	@bash scripts/setup.sh
@@ -53,6 +53,10 @@ bench: setup
 # Issue 26's chaos: 24 SIGKILLs of every writer in turn over 310,000 events from files and Kafka, then the checks.
 chaos: setup
 	$(BIN)/python -m bench.chaos
+
+# Issue 26's soak: `run --continuous` at 1,000 events/s for an hour; memory, state, files and batch seconds flat.
+soak: setup
+	$(BIN)/python -m bench.soak
 
 # Issue 26's concurrent writers beside `run --continuous` for 10 minutes, checked against the reference.
 concurrency: setup
