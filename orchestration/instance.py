@@ -37,6 +37,9 @@ def instance_config(settings: Settings) -> dict[str, Any]:
             "enabled": True,
             "poll_interval_seconds": RUN_MONITORING_POLL_SECONDS,
             "max_resume_run_attempts": 0,
+            # A run's process imports Spark and the code location before it reports STARTED; on two busy
+            # cores that has taken minutes, and Dagster's 180 s would fail healthy runs.
+            "start_timeout_seconds": 600,
             "free_slots_after_run_end_seconds": 15,
         },
     }
