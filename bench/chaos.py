@@ -99,9 +99,13 @@ class Chaos:
     place: int = 0
     stream_place: tuple[str, str] = ("landing", "local")
     stream_born: float = 0.0
+    stream_batches: int = 0
+    #: Each command's last whole run, in seconds: its kill is drawn within it.
+    durations: dict[str, float] = field(default_factory=dict)
     daemon_born: float = 0.0
     landed: int = 0
     nudges: int = 0
+    load_done: bool = False
     produced: int = 0
 
     @property
@@ -148,8 +152,10 @@ class Chaos:
     def until_done(self, *args: str) -> None:
         """Run a command until it ends with exit 0; a one-line refusal (another writer's turn) waits and tries again."""
         for _ in range(20):
+            started = time.monotonic()
             done = self.command(*args)
             if done.returncode == 0:
+                self.durations[args[0]] = time.monotonic() - started
                 return
             if self.commands[-1]["kind"] != "refused":
                 return
@@ -189,14 +195,18 @@ class Chaos:
             if sent:
                 self.produced += produce_lines(settings, sent)
             stop.wait(max(0.0, self.started + second + 1 - time.monotonic()))
+        self.load_done = True
         self.say(f"load done: {self.landed:,} lines landed, {self.produced:,} messages produced")
 
-    def nudge(self) -> None:
-        """Land a small file of its own, so the landing sensor has something new even after the load ended
-        (its events are in the load's first minute of event time: late for the windows the stream closed)."""
+    def nudge(self, source: str = "landing") -> None:
+        """Land a small file (or send as many messages) of its own, so a sensor or the stream has something new
+        even after the load ended (its events are in the load's first minute of event time: late)."""
         self.nudges += 1
         spec = StreamSpec(events=40, users=20, rate=1.0, seed=1000 + self.nudges, invalid_fraction=0.05)
         lines = list(generate_lines(spec))
+        if source == "kafka":
+            self.produced += produce_lines(self.settings, lines)
+            return
         name = f"chaos-extra-{self.nudges:03d}.jsonl"
         place_in_landing(self.settings, name, lambda out: out.writelines(f"{x}\n" for x in lines))
         self.landed += len(lines)
@@ -212,6 +222,8 @@ class Chaos:
             env["LAKEHOUSE_SPARK_CORES_MAX"] = "2"
         self.spawn("stream", [_lakehouse_command(), "run", "--continuous", "--source", source], env)
         self.stream_place, self.stream_born = (source, master), time.monotonic()
+        checkpoint = checkpoint_dir(self.settings, source_stage(source))
+        self.stream_batches = len(committed_batches(checkpoint)) if checkpoint.is_dir() else 0
         self.say(f"run --continuous --source {source} on {master} (pid {self.processes['stream'].pid})")
 
     def stream_moment(self) -> str:
@@ -227,8 +239,14 @@ class Chaos:
         return stream is not None and stream.poll() is None
 
     def kill_stream(self, restart: bool) -> None:
+        """SIGKILL the stream a random 2 to 30 s after it committed a batch of its own (not in its start-up)."""
         self.ensure_stream()
-        time.sleep(self.rng.uniform(15, 60))
+        checkpoint = checkpoint_dir(self.settings, source_stage(self.stream_place[0]))
+        at_start = self.stream_batches
+        if self.load_done:
+            self.nudge(self.stream_place[0])
+        self.wait("the stream to commit a batch", lambda: len(committed_batches(checkpoint)) > at_start, 600)
+        time.sleep(self.rng.uniform(2, 30))
         self.ensure_stream()
         stream = self.processes["stream"]
         kill = self.kill("stream", stream.pid, time.monotonic() - self.stream_born, self.stream_moment)
@@ -257,13 +275,15 @@ class Chaos:
             stream.wait(timeout=600)
 
     # -- commands beside the stream -------------------------------------------------------------------------
-    def kill_command(self, target: str, *args: str, low: float = 3, high: float = 45) -> Kill | None:
-        """Start ``lakehouse <args>`` and SIGKILL it after a random wait; None when it ended first."""
+    def kill_command(self, target: str, *args: str) -> Kill | None:
+        """Start ``lakehouse <args>`` and SIGKILL it at a random moment of its last whole run's length (20 to
+        120 s before one is known); None when it ended first."""
         before = _versions(self.settings)
         born = time.monotonic()
         process = self.spawn(target, [_lakehouse_command(), *args])
+        known = self.durations.get(target)
         try:
-            process.wait(timeout=self.rng.uniform(low, high))
+            process.wait(timeout=self.rng.uniform(0.3, 0.95) * known if known else self.rng.uniform(20, 120))
             self.say(f"{target} ended (exit {process.returncode}) before its kill; trying again")
             return None
         except subprocess.TimeoutExpired:
@@ -364,7 +384,7 @@ class Chaos:
 
         run = self.wait("a run launched by the landing sensor", started)
         pid = self.run_pid(run["runId"])
-        time.sleep(self.rng.uniform(5, 40))
+        time.sleep(self.rng.uniform(5, 60))
         if self.gql(RUNS, {"f": {"runIds": [run["runId"]]}})["runsOrError"]["results"][0]["status"] != "STARTED":
             self.say("the sensor's run ended before its kill; waiting for another")
             return self.kill_sensor_run()

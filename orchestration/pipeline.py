@@ -327,6 +327,18 @@ def landing_cursor(arrival: tuple[int, str]) -> str:
     return f"{arrival[0]}/{arrival[1]}"
 
 
+#: A run that has not started yet: it will read whatever is there when it starts.
+WAITING_STATUSES = [dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.STARTING]
+
+
+def waiting_run(instance: dg.DagsterInstance, job_name: str) -> str | None:
+    """The id of a run of ``job_name`` that has not started yet, if any. A sensor asks for no second one: the
+    waiting run takes everything there when it starts, and its cursor stays until then (a run per tick
+    would queue a Spark start each behind the pools' one slot, each finding nothing left)."""
+    records = instance.get_run_records(dg.RunsFilter(job_name=job_name, statuses=WAITING_STATUSES), limit=1)
+    return records[0].dagster_run.run_id if records else None
+
+
 def build_landing_sensor(job: "UnresolvedAssetJobDefinition") -> dg.SensorDefinition:
     """``landing_sensor``: new files in the landing zone → one run of ``job``."""
 
@@ -348,6 +360,9 @@ def build_landing_sensor(job: "UnresolvedAssetJobDefinition") -> dg.SensorDefini
         if holder is not None and holder.startswith(CONTINUOUS_RUN):
             # The service already takes every file as it lands; a run launched now would wait for its locks.
             return dg.SkipReason(f"{holder} holds the landing zone ({LANDING_STAGE}): it takes new files itself")
+        waiting = waiting_run(context.instance, job.name)
+        if waiting is not None:
+            return dg.SkipReason(f"run {waiting[:8]} of {job.name} has not started yet: it takes the new files")
         seen: tuple[int, str] | None = None
         if context.cursor:
             stamp, _, name = context.cursor.partition("/")

@@ -12,7 +12,7 @@ from datetime import date
 import dagster as dg
 from deltalake.exceptions import TableNotFoundError
 
-from orchestration.pipeline import asset_key
+from orchestration.pipeline import asset_key, waiting_run
 from orchestration.resources import LakehouseResource
 from runtime.runner import StageReport, run_reconcile
 from warehouse.catalog import GOLD_CORRECTIONS, SILVER_LATE_EVENTS, user_spend_table
@@ -117,6 +117,12 @@ def build_late_data_sensor(reconcile_job: dg.JobDefinition) -> dg.SensorDefiniti
         if state is None:
             return dg.SensorResult(skip_reason="silver.late_events does not exist yet", cursor=context.cursor)
         table_id, version = state
+        waiting = waiting_run(context.instance, reconcile_job.name)
+        if waiting is not None:
+            return dg.SensorResult(
+                skip_reason=f"run {waiting[:8]} of {reconcile_job.name} has not started yet: it folds every late event",
+                cursor=context.cursor,
+            )
         seen_version, _, seen_id = (context.cursor or "").partition("@")
         # A new table starts from nothing seen; its version 0 is its creation, with no rows.
         seen = int(seen_version) if seen_id == table_id else 0

@@ -10,6 +10,7 @@ from pathlib import Path
 import dagster as dg
 import pyarrow as pa
 import pytest
+from dagster._core.utils import make_new_run_id
 from dagster_pyspark import LazyPySparkResource
 from deltalake import DeltaTable, write_deltalake
 
@@ -151,6 +152,31 @@ def test_landing_sensor_skips_while_a_continuous_run_holds_the_landing_zone(
     assert len(requested.run_requests) == 1
 
 
+def waiting(instance: dg.DagsterInstance, job_name: str, status: dg.DagsterRunStatus) -> dg.DagsterRun:
+    """A run of ``job_name`` recorded in ``status``, as the daemon's queue holds one."""
+    return instance.add_run(dg.DagsterRun(job_name=job_name, run_id=make_new_run_id(), status=status))
+
+
+def test_landing_sensor_asks_for_no_second_run_while_one_has_not_started(
+    settings: Settings, instance: dg.DagsterInstance
+) -> None:
+    """A queued run takes every file there when it starts: the cursor stays, and once that run started
+    (or ended), the files after the cursor are asked for again."""
+    tick = ticker(settings, instance, "landing_sensor")
+    first = land(settings, "first.jsonl")
+    queued = waiting(instance, "lakehouse_once", dg.DagsterRunStatus.STARTING)
+    waiting(instance, "reconcile_job", dg.DagsterRunStatus.NOT_STARTED)  # another job's is not this one's
+    skipped = tick()
+    assert isinstance(skipped, dg.SkipReason)
+    message = f"run {queued.run_id[:8]} of lakehouse_once has not started yet: it takes the new files"
+    assert skipped.skip_message == message
+    instance.handle_run_event(
+        queued.run_id, dg.DagsterEvent(dg.DagsterEventType.RUN_START.value, job_name="lakehouse_once")
+    )
+    requested = tick()
+    assert isinstance(requested, dg.SensorResult) and requested.cursor == arrival_cursor(first)
+
+
 def test_landing_sensor_asks_for_the_same_files_under_the_same_run_key(
     settings: Settings, instance: dg.DagsterInstance
 ) -> None:
@@ -248,6 +274,21 @@ def test_late_data_sensor_requests_a_reconcile_once_per_new_version(
     write_late_events(settings, "late-3")
     (latest,) = tick(fired.cursor).run_requests
     assert latest.run_key == f"late_events:v3@{table}"
+
+
+def test_late_data_sensor_asks_for_no_second_reconcile_while_one_has_not_started(
+    settings: Settings, instance: dg.DagsterInstance
+) -> None:
+    tick = ticker(settings, instance, "late_data_sensor")
+    write_late_events(settings)
+    write_late_events(settings, "late-1")
+    queued = waiting(instance, "reconcile_job", dg.DagsterRunStatus.NOT_STARTED)
+    held = tick("0@" + table_id(settings))
+    assert not held.run_requests and held.cursor == "0@" + table_id(settings)
+    assert held.skip_reason.skip_message.startswith(f"run {queued.run_id[:8]} of reconcile_job has not started yet")
+    instance.report_run_canceled(queued)
+    (request,) = tick(held.cursor).run_requests
+    assert request.run_key == f"late_events:v1@{table_id(settings)}"
 
 
 def test_late_data_sensor_cursor_of_another_table_hides_nothing(
