@@ -292,7 +292,10 @@ class Chaos:
         def hit() -> str:
             after = _versions(self.settings)
             wrote = sorted(name for name, version in after.items() if before.get(name) != version)
-            return f"{'had committed to ' + ', '.join(wrote) if wrote else 'before its first commit'}"
+            share = f" ({(time.monotonic() - born) / known:.0%} of its last whole run)" if known else ""
+            return f"{time.monotonic() - born:.0f} s in{share}; committed meanwhile (by it or a stream): " + (
+                ", ".join(wrote) or "nothing"
+            )
 
         kill = self.kill(target, process.pid, time.monotonic() - born, hit)
         process.wait()

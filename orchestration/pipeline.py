@@ -308,6 +308,8 @@ def build_streams_job(assets: list[dg.AssetsDefinition]) -> "UnresolvedAssetJobD
         selection=dg.AssetSelection.assets(*assets).without_checks()
         | dg.AssetSelection.checks(dg.AssetCheckKey(asset_key(SILVER_EVENTS), "conservation")),
         description="Run every stream once (availableNow), checking conservation: landing → bronze → silver → gold.",
+        # A run whose process died is retried (run monitoring fails it): its files are not left to the next arrival.
+        tags={"dagster/max_retries": "2"},
     )
 
 

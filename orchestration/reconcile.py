@@ -16,6 +16,7 @@ from orchestration.pipeline import asset_key, waiting_run
 from orchestration.resources import LakehouseResource
 from runtime.runner import StageReport, run_reconcile
 from warehouse.catalog import GOLD_CORRECTIONS, SILVER_LATE_EVENTS, user_spend_table
+from warehouse.locks import GOLD_LOCK_WAIT_SECONDS
 from warehouse.settings import Settings
 from warehouse.storage import open_delta
 
@@ -48,7 +49,9 @@ def _report_materializations(
 def fold_late_events_op(context: dg.OpExecutionContext, lakehouse: LakehouseResource) -> None:
     """Fold every late event not folded yet into gold (only the affected windows)."""
     settings = lakehouse.settings()
-    reports = run_reconcile(lakehouse.spark(), settings)
+    # A reconcile already running (the CLI's, a sweep's) is waited for, as the gold lock is: a run the
+    # late-data sensor asked for then folds whatever that one left, instead of failing.
+    reports = run_reconcile(lakehouse.spark(), settings, wait_seconds=GOLD_LOCK_WAIT_SECONDS)
     _report_materializations(context, settings, reports, "late_events")
 
 
@@ -57,7 +60,7 @@ def sweep_event_date(context: dg.OpExecutionContext, lakehouse: LakehouseResourc
     """Recompute every window of the partition's event date from silver; repair each difference."""
     day = date.fromisoformat(context.partition_key)
     settings = lakehouse.settings()
-    reports = run_reconcile(lakehouse.spark(), settings, [day])
+    reports = run_reconcile(lakehouse.spark(), settings, [day], wait_seconds=GOLD_LOCK_WAIT_SECONDS)
     _report_materializations(context, settings, reports, f"completeness sweep {day}")
 
 

@@ -78,9 +78,9 @@ def _writer_id(checkpoint: Path, stage: Stage) -> str:
     return f"lakehouse:{stage.name}:{checkpoints.query_id(checkpoint)}"
 
 
-def stage_lock(settings: Settings, stage: Stage):
+def stage_lock(settings: Settings, stage: Stage, wait_seconds: float = 0.0):
     """Hold an exclusive lock on the stage's checkpoint; two writers on one checkpoint would corrupt it."""
-    return hold_all(settings, stage.lock_names(settings), purpose=f"the {stage.name} stream")
+    return hold_all(settings, stage.lock_names(settings), wait_seconds=wait_seconds, purpose=f"the {stage.name} stream")
 
 
 def start_stage(
@@ -155,13 +155,15 @@ def run_stage_once(
     stage: Stage,
     listener: Callable[[StageReport, dict[str, float]], None] | None = None,
     record_progress: bool = True,
+    wait_seconds: float = 0.0,
 ) -> StageReport:
     """Process everything available to one stage now, in bounded micro-batches, then return (and, with
-    ``record_progress``, append its batches' progress rows; a caller running several stages does it once)."""
+    ``record_progress``, append its batches' progress rows; a caller running several stages does it once).
+    Another writer of the stage: wait up to ``wait_seconds`` for it, then refuse."""
     if checkpoints.is_carried(checkpoint_dir(settings, stage)):
         raise RuntimeError(f"{stage.name} is carried by the source stream's batches; it does not run on its own")
     report = StageReport(stage.name, listener=listener)
-    with stage_lock(settings, stage):
+    with stage_lock(settings, stage, wait_seconds):
         drain_stage(spark, settings, stage, report, threading.Event())
     if record_progress:
         flush_progress(spark, settings, [stage])
@@ -283,15 +285,18 @@ def drain_older_streams(spark: SparkSession, settings: Settings) -> list[StageRe
     return reports
 
 
-def run_reconcile(spark: SparkSession, settings: Settings, dates: Sequence[date] = ()) -> list[StageReport]:
-    """Fold every late event not folded yet into gold, then (``dates``) repair those event dates.
+def run_reconcile(
+    spark: SparkSession, settings: Settings, dates: Sequence[date] = (), wait_seconds: float = 0.0
+) -> list[StageReport]:
+    """Fold every late event not folded yet into gold, then (``dates``) repair those event dates; another
+    reconcile running: wait up to ``wait_seconds`` for it (a scheduled run), or refuse (0: the CLI).
 
     Late events are read as a stream with its own checkpoint, so each is folded exactly once, and a
     reconcile with nothing new writes nothing. Both steps hold the gold lock while they read and write
     gold, so they interleave safely with a running window stream.
     """
     prepare(spark, settings)
-    reports = [run_stage_once(spark, settings, reconcile_stage(settings))]
+    reports = [run_stage_once(spark, settings, reconcile_stage(settings), wait_seconds=wait_seconds)]
     if dates:
         report = StageReport("reconcile_dates")
         with hold_gold(settings, "a reconcile of dates"):
