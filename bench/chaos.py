@@ -302,12 +302,14 @@ class Chaos:
         return kill
 
     def kill_and_rerun(self, target: str, *args: str, rerun: bool = True) -> None:
-        for _ in range(6):
+        """Kill ``target`` once; while it is refused (another run holds its lock) or ends first, try again."""
+        for _ in range(12):
             kill = self.kill_command(target, *args)
             if kill is not None:
                 break
+            time.sleep(15)
         else:
-            return
+            raise SystemExit(f"chaos: {target} ended or was refused 12 times; it was never killed")
         if rerun:
             self.until_done(*args)
             kill.then = f"run again: {self.commands[-1]['kind']}"
