@@ -454,7 +454,7 @@ class Chaos:
         self.kill_stream(restart=True)
         if self.cluster:
             self.kill_worker()
-        self.kill_and_rerun("reconcile", "reconcile")
+        self.kill_and_rerun("reconcile", "reconcile", "--wait", "900")
         self.kill_and_rerun("maintain", "maintain", rerun=False)
         self.kill_stream(restart=False)
         self.switch(LANDING_SENSOR, True)
@@ -472,7 +472,7 @@ class Chaos:
         self.stop_stream()
         for source in ("landing", "kafka"):
             self.until_done("run", "--once", "--source", source)
-        self.until_done("reconcile")
+        self.until_done("reconcile", "--wait", "900")
         self.until_done("maintain")
 
     def teardown(self) -> None:

@@ -290,6 +290,10 @@ def reconcile(
         datetime | None,
         typer.Option(help="Last event date (inclusive) of the range.", formats=["%Y-%m-%d"], metavar="YYYY-MM-DD"),
     ] = None,
+    wait: Annotated[
+        float,
+        typer.Option(help="Seconds to wait for a reconcile already running (a Dagster run's) before refusing.", min=0),
+    ] = 0.0,
 ) -> None:
     """Fold late events into gold (only the affected windows); with dates, repair every window of them."""
     from runtime.checkpoints import RECONCILE_STAGE
@@ -299,11 +303,12 @@ def reconcile(
 
     dates = _date_range(from_date, to_date, date or [])
     settings = _settings()
-    ensure_free(settings, [RECONCILE_STAGE])
+    if not wait:
+        ensure_free(settings, [RECONCILE_STAGE])
     with console.status("starting Spark"):
         spark = spark_session(settings)
     with console.status("reconciling gold with silver"):
-        reports = run_reconcile(spark, settings, dates)
+        reports = run_reconcile(spark, settings, dates, wait_seconds=wait)
     console.print(render.reports_table(reports, "reconcile"))
 
 
