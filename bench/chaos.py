@@ -26,7 +26,7 @@ revision); ``validate`` passes; a second ``run --once`` + ``reconcile`` changes 
 started, no concurrency slot claimed, no lock held; the sensors' cursors name what exists.
 
     .venv/bin/python -m bench.chaos                 # 3 cycles: 24 kills over 310,000 events (``make chaos``)
-    .venv/bin/python -m bench.chaos --short         # 1 cycle without the cluster (the test in ``make test``)
+    .venv/bin/python -m bench.chaos --short         # 1 cycle without the cluster, 12,000 events
 
 The kills, what each hit, and the checks go to ``bench/results/chaos.json`` (``--short``:
 ``.lakehouse/chaos-short.json``).
