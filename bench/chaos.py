@@ -177,14 +177,25 @@ class Chaos:
                                                seed=26, **common)))  # fmt: skip
         topic = list(generate_lines(StreamSpec(events=self.kafka_events, rate=self.kafka_events / self.seconds,
                                                seed=27, **common)))  # fmt: skip
-        # A redelivery across sources: every 200th file line arrives through Kafka too.
+        # A redelivery across sources: every 200th file line that is an event's first arrival is sent through
+        # Kafka too, as it is. (A conflicting redelivery copied across would make "first arrival" a race
+        # between the two streams, which no reference can call.)
+        seen: set[str] = set()
+        copies: set[int] = set()
+        for index, line in enumerate(files):
+            event_id = _event_id(line)
+            if event_id is not None and event_id not in seen and index % 200 == 0:
+                copies.add(index)
+            seen.add(event_id)
         per_second = max(1, round(len(files) / self.seconds)), max(1, round(len(topic) / self.seconds))
         settings = self.settings
         for second in range(int(self.seconds) + 2):
             if stop.is_set():
                 break
             chunk = files[second * per_second[0] : (second + 1) * per_second[0]]
-            sent = topic[second * per_second[1] : (second + 1) * per_second[1]] + chunk[::200]
+            first = second * per_second[0]
+            sent = topic[second * per_second[1] : (second + 1) * per_second[1]]
+            sent += [line for n, line in enumerate(chunk, first) if n in copies]
             if not chunk and not sent:
                 break
             if chunk:
@@ -488,6 +499,14 @@ class Chaos:
         if self.cluster:
             self.command("cluster", "down")
         self.command("kafka", "down")
+
+
+def _event_id(line: str) -> str | None:
+    try:
+        event = json.loads(line)
+    except ValueError:
+        return None
+    return event.get("event_id") if isinstance(event, dict) else None
 
 
 def result_file(short: bool) -> Path:
