@@ -297,6 +297,27 @@ def explain(error: BaseException) -> str:
     return text or type(error).__name__
 
 
+#: Failures of a query's start that another start does not meet: Spark waits 10 s, not configurable, for
+#: a Python worker (transformWithState's) to connect back (SPARK-45245), and on two busy cores it can take
+#: longer. Nothing of the batch was written; its re-run is exactly once like any other.
+TRANSIENT = ("Python worker failed to connect back",)
+RETRIES = 3
+
+
+def retry_slow_start(drain: Callable[[], None], name: str, pause: Callable[[float], object]) -> None:
+    """``drain()``, started again (up to ``RETRIES`` times, each told in one line, ``pause``-ing 5, 10, 15 s)
+    when its query failed to start for a ``TRANSIENT`` reason; any other failure is raised at once."""
+    for attempt in range(RETRIES + 1):
+        try:
+            drain()
+            return
+        except Exception as error:
+            if attempt == RETRIES or not any(words in str(error) for words in TRANSIENT):
+                raise
+            notice(f"the {name} stream failed to start ({str(error).splitlines()[0][:120]}); trying again")
+            pause(5 * (attempt + 1))
+
+
 def notice(line: str) -> None:
     """A fault the streams go on past (a landing file removed before it was read): one line on stderr,
     which the terminal, the service's log and Dagster's run log all show."""

@@ -27,10 +27,11 @@ import threading
 import time
 import traceback
 from collections.abc import Callable, Sequence
+from functools import partial
 
 from pyspark.sql import SparkSession
 
-from runtime.faults import notice
+from runtime.faults import retry_slow_start
 from runtime.progress import StageReport, recorder_for
 from runtime.runner import CONTINUOUS_RUN, FollowerJob, drain_stage, has_new_input
 from runtime.stages import FRAUD_STAGE, Stage, stages
@@ -70,7 +71,8 @@ def follow(
                         break
                     if has_new_input(settings, stage):
                         worked = True
-                        _drain_with_retries(spark, settings, stage, reports[stage.name], stop)
+                        drain = partial(drain_stage, spark, settings, stage, reports[stage.name], stop)
+                        retry_slow_start(drain, stage.name, stop.wait)
                 if worked and on_change:
                     on_change(reports)
                 recorder.flush_if_due()
@@ -79,27 +81,6 @@ def follow(
         finally:
             recorder.flush()
     return reports
-
-
-#: Failures of a query's start that another start does not meet: Spark waits 10 s, not configurable, for
-#: a Python worker (transformWithState's) to connect back, and a niced follower on two busy cores can take
-#: longer. Nothing of the batch was written; its re-run is exactly once like any other.
-TRANSIENT = ("Python worker failed to connect back",)
-RETRIES = 3
-
-
-def _drain_with_retries(
-    spark: SparkSession, settings: Settings, stage: Stage, report: StageReport, stop: threading.Event
-) -> None:
-    for attempt in range(RETRIES + 1):
-        try:
-            drain_stage(spark, settings, stage, report, stop)
-            return
-        except Exception as error:
-            if attempt == RETRIES or not any(words in str(error) for words in TRANSIENT):
-                raise
-            notice(f"the {stage.name} stream failed to start ({str(error).splitlines()[0][:120]}); trying again")
-            stop.wait(5 * (attempt + 1))
 
 
 def _turns(followers: Sequence[Stage]) -> list[Stage]:

@@ -30,7 +30,7 @@ from pyspark.sql.streaming import StreamingQuery
 from runtime import checkpoints
 from runtime.carry import carried_writer
 from runtime.checkpoints import KAFKA_STAGE, RECONCILE_STAGE, checkpoint_dir
-from runtime.faults import check_home
+from runtime.faults import check_home, retry_slow_start
 from runtime.progress import (
     StageReport,
     StreamStatus,
@@ -164,7 +164,8 @@ def run_stage_once(
         raise RuntimeError(f"{stage.name} is carried by the source stream's batches; it does not run on its own")
     report = StageReport(stage.name, listener=listener)
     with stage_lock(settings, stage, wait_seconds):
-        drain_stage(spark, settings, stage, report, threading.Event())
+        drain = partial(drain_stage, spark, settings, stage, report, threading.Event())
+        retry_slow_start(drain, stage.name, time.sleep)
     if record_progress:
         flush_progress(spark, settings, [stage])
     return report

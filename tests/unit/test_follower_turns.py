@@ -1,11 +1,10 @@
 """The followers' cycle order in `run --continuous` (no JVM)."""
 
-import threading
 from dataclasses import replace
 
 import pytest
 
-from runtime import followers
+from runtime.faults import retry_slow_start
 from runtime.followers import _turns
 from runtime.stages import stages
 from warehouse.settings import Settings
@@ -31,31 +30,28 @@ def test_without_fraud_alerts_or_alone_the_order_is_the_pipelines() -> None:
     assert _turns(()) == []
 
 
-def test_a_follower_whose_python_worker_was_slow_to_connect_is_started_again_and_others_stop(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+def test_a_query_whose_python_worker_was_slow_to_connect_is_started_again_and_others_stop(
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     """Spark's fixed 10 s wait for transformWithState's Python worker, missed on two busy cores, costs a
-    retry (told in one line); any other failure, or the fourth of those, still stops the run."""
-    stage = stages(Settings.from_env({})).followers[0]
+    retry (told in one line), in a continuous run's followers and in ``run --once`` alike; any other
+    failure, or the fourth of those, still stops the run."""
     failures = [RuntimeError("Python worker failed to connect back.\n=== Streaming Query ===")] * 2
-    calls = []
+    calls, pauses = [], []
 
-    def drain(*args, **kwargs) -> None:
+    def drain() -> None:
         calls.append(1)
         if failures:
             raise failures.pop()
 
-    monkeypatch.setattr(followers, "drain_stage", drain)
-    stop = threading.Event()
-    monkeypatch.setattr(stop, "wait", lambda seconds: False)
-    followers._drain_with_retries(None, Settings.from_env({}), stage, None, stop)
-    assert len(calls) == 3
+    retry_slow_start(drain, "gold_fraud_alerts", pauses.append)
+    assert len(calls) == 3 and pauses == [5, 10]
     told = [line for line in capsys.readouterr().err.splitlines() if "trying again" in line]
     assert len(told) == 2 and "gold_fraud_alerts stream failed to start" in told[0]
 
     failures[:] = [RuntimeError("Python worker failed to connect back.")] * 4
     with pytest.raises(RuntimeError, match="connect back"):
-        followers._drain_with_retries(None, Settings.from_env({}), stage, None, stop)
+        retry_slow_start(drain, "gold_fraud_alerts", pauses.append)
     failures[:] = [ValueError("a real fault")]
     with pytest.raises(ValueError, match="a real fault"):
-        followers._drain_with_retries(None, Settings.from_env({}), stage, None, stop)
+        retry_slow_start(drain, "gold_fraud_alerts", pauses.append)
