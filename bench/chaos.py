@@ -65,7 +65,9 @@ BIN = REPO_ROOT / ".venv" / "bin"
 #: The stream's (source, Spark master) at each start, in turn.
 PLACES = (("landing", "local"), ("kafka", "cluster"), ("kafka", "local"), ("landing", "cluster"))
 STOP_SENSOR = "mutation Stop($id: String!) { stopSensor(id: $id) { __typename } }"
-RUNS = "query R($f: RunsFilter) { runsOrError(filter: $f) { ... on Runs { results { runId jobName status startTime tags { key value } } } } }"  # noqa: E501
+RUNS = (
+    "query R($f: RunsFilter) { runsOrError(filter: $f) { ... on Runs { results { runId jobName status startTime } } } }"
+)
 RUN_LOG = "query L($id: ID!) { logsForRun(runId: $id) { ... on EventConnection { events { __typename ... on MessageEvent { message } } } } }"  # noqa: E501
 
 
@@ -124,10 +126,10 @@ class Chaos:
 
     # -- processes ------------------------------------------------------------------------------------------
     def spawn(self, name: str, argv: list[str], env: dict[str, str] | None = None) -> subprocess.Popen:
-        log = (self.logs / f"{name}.log").open("a")
-        process = subprocess.Popen(
-            argv, env=env or self.env, cwd=REPO_ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
-        )
+        with (self.logs / f"{name}.log").open("a") as log:  # the child keeps its own descriptor
+            process = subprocess.Popen(
+                argv, env=env or self.env, cwd=REPO_ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            )
         self.processes[name] = process
         return process
 

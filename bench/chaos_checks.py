@@ -53,15 +53,15 @@ def table_checks(chaos: Chaos) -> dict[str, object]:
     windows = window_totals(lines, settings.windows.minutes)
     gold = _keyed(user_spend_table(settings).path(settings), "window_start", "total_amount", "event_count")
     checks["gold_windows"] = len(gold)
-    checks["invariant_2_gold_5m_equals_reference"] = _differences(gold, windows)
+    checks["invariant_2_gold_5m_equals_reference"] = _agree(gold, windows)
     if settings.keeps("hopping"):
         hours = _keyed(hopping_spend_table(settings).path(settings), "window_start", "total_amount", "event_count")
-        checks["gold_hopping_equals_reference"] = _differences(hours, hopping_totals(windows))
+        checks["gold_hopping_equals_reference"] = _agree(hours, hopping_totals(windows))
     if settings.keeps("sessions"):
         path = user_sessions_table(settings).path(settings)
         sessions = _keyed(path, "session_start", "session_end", "total_amount", "event_count")
         expected = session_totals(lines, settings.windows.session_gap_minutes)
-        checks["gold_sessions_equal_reference"] = _differences(sessions, expected)
+        checks["gold_sessions_equal_reference"] = _agree(sessions, expected)
     if settings.keeps("global"):
         per_user: dict[str, list] = {}
         for (user, _start), (total, count) in windows.items():
@@ -70,7 +70,7 @@ def table_checks(chaos: Chaos) -> dict[str, object]:
         rows = _query(
             user_spend_global_table(settings).path(settings), "SELECT user_id, event_count, total_amount FROM t"
         )
-        checks["gold_global_equals_reference"] = _differences({u: [c, t] for u, c, t in rows}, per_user)
+        checks["gold_global_equals_reference"] = _agree({u: [c, t] for u, c, t in rows}, per_user)
     if settings.keeps("firings"):
         newest = _query(
             firings_table(settings).path(settings),
@@ -78,7 +78,7 @@ def table_checks(chaos: Chaos) -> dict[str, object]:
             "window_start, max(revision) AS r FROM t GROUP BY user_id, window_start) n ON t.user_id = n.user_id "
             "AND t.window_start = n.window_start AND t.revision = n.r",
         )
-        checks["gold_firings_newest_equal_gold"] = _differences(
+        checks["gold_firings_newest_equal_gold"] = _agree(
             {(u, s.astimezone(UTC)): (t, c) for u, s, t, c in newest}, gold
         )
     return checks
@@ -106,15 +106,15 @@ def dagster_checks(chaos: Chaos) -> dict[str, object]:
     stamp, _, name = cursor.partition("/")
     named = settings.landing_dir / name
     checks["landing_sensor_cursor_names_a_landed_file"] = (
-        bool(name) and named.is_file() and (int(stamp) == named.stat().st_mtime_ns)
+        bool(name) and stamp.isdigit() and named.is_file() and int(stamp) == named.stat().st_mtime_ns
     )
     late = chaos.gql(SENSOR_ID, {"s": selector(LATE_DATA_SENSOR)})["sensorOrError"]["sensorState"]
     cursor = (late["typeSpecificData"] or {}).get("lastCursor") or ""
     version, _, table_id = cursor.partition("@")
     table = DeltaTable(str(SILVER_LATE_EVENTS.path(settings)))
-    checks["late_data_sensor_cursor_within_its_table"] = (
+    checks["late_data_sensor_cursor_within_its_table"] = version.isdigit() and (
         table_id != table.metadata().id or int(version) <= table.version()
-    ) and version.isdigit()
+    )
     locks = sorted(p.stem for p in (settings.home / "locks").glob("*.lock"))
     checks["locks_held_after_the_run"] = [n for n in locks if lock_holder(settings, n) is not None]
     checks["no_lock_left_held"] = not checks["locks_held_after_the_run"]
@@ -159,7 +159,7 @@ def _keyed(path: Path, *columns: str) -> dict:
     return {(row[0], row[1]): tuple(row[2:]) for row in utc}
 
 
-def _differences(found: dict, expected: dict) -> bool:
+def _agree(found: dict, expected: dict) -> bool:
     """Whether the two agree on every key (and print a few keys where they do not)."""
     wrong = [key for key in found.keys() | expected.keys() if _plain(found.get(key)) != _plain(expected.get(key))]
     for key in sorted(wrong, key=repr)[:5]:
