@@ -215,6 +215,11 @@ def print_replay(console: Console, result: Any, topic: str) -> None:
     if result.kafka_offsets:
         ranges = ", ".join(f"{p}: {a:,}..{b - 1:,}" for p, (a, b) in sorted(result.kafka_offsets.items()))
         console.print(f"re-read topic {topic} (partition: offsets) {ranges}", highlight=False)
+    for stream, batch in sorted(result.settled.items()):
+        console.print(
+            f"{stream}: batch {batch}, cut off after its bronze commit, recorded as done (its lines were rebuilt)",
+            highlight=False,
+        )
     swapped = ", ".join(f"{name}={rows:,}" for name, rows in result.rows_swapped.items())
     console.print(f"swapped in one commit each: {swapped}", highlight=False)
     console.print(

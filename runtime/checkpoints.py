@@ -91,6 +91,15 @@ def uncommitted_batch(checkpoint: Path) -> int | None:
     return None
 
 
+def record_finished(checkpoint: Path, batch_id: int) -> None:
+    """Write ``batch_id``'s commit entry as Spark writes it once the batch is done: the next start goes on
+    after the batch instead of re-running it. Only for a stateless stream (the source streams) whose batch
+    left all its effects in place; the entry repeats the previous one's (no watermark moves)."""
+    previous = checkpoint / "commits" / str(batch_id - 1)
+    content = previous.read_text() if previous.exists() else 'v1\n{"nextBatchWatermarkMs":0}'
+    write_atomically(checkpoint / "commits" / str(batch_id), content)
+
+
 def batch_earliest_start(checkpoint: Path, batch_id: int) -> float:
     """An instant (epoch seconds) before which no attempt of ``batch_id`` can have started: when the
     checkpoint recorded the previous batch as finished, or, for its first batch, when it was created.

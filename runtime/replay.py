@@ -11,6 +11,9 @@
    describe the live silver, so it is rebuilt last, from the swapped-in live silver on a fresh checkpoint
    (``_rebuild_order_payments``), and its table and checkpoint replace the live ones.
 
+A source stream's batch a crash cut off after its bronze commit is recorded as done first: the rebuild
+classifies its lines from bronze, so its re-run must not carry them into silver again.
+
 A marker file spans the swap; while it exists every stream refuses to start, and a new replay (which
 derives everything from bronze again) completes the job.
 
@@ -38,15 +41,20 @@ from pyspark.sql import functions as F
 
 from runtime.checkpoints import (
     KAFKA_STAGE,
+    LANDING_STAGE,
     ORDER_PAYMENTS_STAGE,
     RECONCILE_STAGE,
     SILVER_STAGE,
+    batch_earliest_start,
     checkpoint_dir,
     committed_batches,
     continue_after,
     derived_stage_name,
     move_checkpoint,
+    query_id,
+    record_finished,
     starting_version_file,
+    uncommitted_batch,
     windows_stage_name,
 )
 from runtime.progress import StageReport
@@ -77,7 +85,14 @@ from warehouse.catalog import (
     user_spend_global_table,
     user_spend_table,
 )
-from warehouse.delta import append_once, ensure_tables, read_table, transaction_id, transaction_version
+from warehouse.delta import (
+    append_once,
+    committed_version,
+    ensure_tables,
+    read_table,
+    transaction_id,
+    transaction_version,
+)
 from warehouse.locks import DERIVED_LOCK, GOLD_LOCK, hold_all
 from warehouse.settings import Settings
 from warehouse.storage import location_of, move_tree, names, open_delta, remove_tree, write_atomically
@@ -94,6 +109,8 @@ class ReplayReport:
     seconds: float = 0.0
     #: With ``source="kafka"``: per partition, the offsets the rebuild re-read (first, next after last).
     kafka_offsets: dict[int, tuple[int, int]] = field(default_factory=dict)
+    #: Source batches a crash had cut off after their bronze commit, recorded as done (stream → batch).
+    settled: dict[str, int] = field(default_factory=dict)
 
 
 #: Where a replay rebuilds from: bronze as it is, or the Kafka topic (then bronze's Kafka rows first).
@@ -130,6 +147,7 @@ def run_replay(
     names = [*live.names, KAFKA_STAGE, reconcile_stage(settings).name, GOLD_LOCK, DERIVED_LOCK]
     with hold_all(settings, names, purpose="a replay"):
         _finish_source_swap(spark, settings)
+        report.settled = _settle_cut_off_batches(settings)
         # The staging streams read the live bronze: same Delta table (same id), so the staging silver
         # checkpoint stays valid once it replaces the live one.
         staging = replace(settings.under("replay", stamp), links=((BRONZE_EVENTS.name, BRONZE_EVENTS.path(settings)),))
@@ -153,6 +171,27 @@ def run_replay(
         shutil.rmtree(staging.home, ignore_errors=True)
     report.seconds = time.monotonic() - started
     return report
+
+
+def _settle_cut_off_batches(settings: Settings) -> dict[str, int]:
+    """Record as done each source stream's batch a crash cut off after its bronze commit (stream → batch).
+
+    Its lines are in bronze, so the rebuild classifies them; re-run afterwards, the batch would find its
+    bronze write done and carry the same lines into the rebuilt silver once more, as duplicates of
+    themselves. A batch cut off before its bronze commit is left to re-run: the rebuild has none of its
+    lines, and its re-run carries them on the new checkpoints."""
+    settled = {}
+    for stream in (LANDING_STAGE, KAFKA_STAGE):
+        checkpoint = checkpoint_dir(settings, stream)
+        batch = uncommitted_batch(checkpoint) if checkpoint.is_dir() else None
+        if batch is None:
+            continue
+        writer = f"lakehouse:{stream}:{query_id(checkpoint)}"
+        since = batch_earliest_start(checkpoint, batch)
+        if committed_version(BRONZE_EVENTS.path(settings), writer, batch, since) is not None:
+            record_finished(checkpoint, batch)
+            settled[stream] = batch
+    return settled
 
 
 def _rebuild_source_bronze(

@@ -13,16 +13,26 @@ from pathlib import Path
 
 import pytest
 
+import runtime.carry
 import runtime.stages
 from devtools.synthetic import StreamSpec, generate_lines
-from runtime.checkpoints import LANDING_STAGE, checkpoint_dir
+from expectations.suites import conservation_suite
+from runtime.checkpoints import LANDING_STAGE, checkpoint_dir, uncommitted_batch
 from runtime.faults import Fault
 from runtime.replay import run_replay
 from runtime.runner import run_once, run_reconcile
 from tests.lines import land
 from tests.reference import landing_lines, window_totals
 from tests.servers import LAKEHOUSE
-from warehouse.catalog import BRONZE_EVENTS, SILVER_EVENTS, SILVER_LATE_EVENTS, kept_tables, user_spend_table
+from warehouse.catalog import (
+    BRONZE_EVENTS,
+    SILVER_DUPLICATES,
+    SILVER_EVENTS,
+    SILVER_LATE_EVENTS,
+    SILVER_QUARANTINE,
+    kept_tables,
+    user_spend_table,
+)
 from warehouse.delta import read_table
 from warehouse.settings import Settings
 from warehouse.storage import open_delta
@@ -75,6 +85,42 @@ def test_a_lost_source_checkpoint_is_refused_in_one_line_and_a_replay_from_the_l
     _land_events(settings, "third.jsonl", seed=3)
     run_once(spark, settings)
     _assert_exact(spark, settings)
+
+
+def test_a_replay_after_a_source_batch_was_cut_off_past_its_bronze_commit_counts_its_lines_once(
+    spark, settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The landing stream dies after a batch's bronze commit and before its silver write (the commit entry
+    never written). A replay rebuilds silver from bronze, those lines included, and records the batch as done:
+    its re-run would have found bronze written and carried the same lines into silver again, each a
+    duplicate of itself (found by the chaos run). A batch cut off before its bronze commit is left to re-run."""
+    _land_events(settings, "first.jsonl", seed=8)
+    run_once(spark, settings)
+    _land_events(settings, "second.jsonl", seed=9)
+
+    def dies(*_: object, **__: object) -> None:
+        raise RuntimeError("the process died here")
+
+    monkeypatch.setattr(runtime.carry, "refined", dies)
+    with pytest.raises(Exception, match="the process died here"):
+        run_once(spark, settings)
+    monkeypatch.undo()
+    checkpoint = checkpoint_dir(settings, LANDING_STAGE)
+    cut_off = uncommitted_batch(checkpoint)
+    assert cut_off is not None
+    assert read_table(spark, settings, BRONZE_EVENTS).count() == len(landing_lines(settings.landing_dir))
+
+    assert run_replay(spark, settings).settled == {LANDING_STAGE: cut_off}
+    assert uncommitted_batch(checkpoint) is None
+    run_once(spark, settings)
+    _land_events(settings, "third.jsonl", seed=10)
+    run_once(spark, settings)
+    _assert_exact(spark, settings)
+    outcomes = (SILVER_EVENTS, SILVER_QUARANTINE, SILVER_DUPLICATES)
+    classified = sum(read_table(spark, settings, table).count() for table in outcomes)
+    assert classified == len(landing_lines(settings.landing_dir))
+    conservation = conservation_suite(spark, settings)
+    assert conservation.outcomes and not conservation.failed, conservation.failed
 
 
 @pytest.mark.parametrize("damage", ["truncated offset entry", "ledger without its writer"])

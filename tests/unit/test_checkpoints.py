@@ -32,6 +32,7 @@ from runtime.checkpoints import (
     move_checkpoint,
     query_id,
     read_before_version,
+    record_finished,
     source_log,
     starting_version,
     starting_version_file,
@@ -159,6 +160,19 @@ def test_a_crash_leaves_the_last_planned_batch_uncommitted(tmp_path: Path) -> No
     assert uncommitted_batch(checkpoint) == 6
     assert committed_batches(checkpoint) == [0, 1, 2, 3, 4, 5]
     assert not is_committed(checkpoint, 6)
+
+
+def test_a_cut_off_batch_recorded_as_finished_reads_as_Spark_commits_it(tmp_path: Path) -> None:
+    checkpoint = copy("bronze_events", tmp_path)
+    written = (checkpoint / "commits" / "6").read_text()
+    (checkpoint / "commits" / "6").unlink()
+    record_finished(checkpoint, 6)
+    assert uncommitted_batch(checkpoint) is None
+    assert (checkpoint / "commits" / "6").read_text() == written
+    first = copy("silver_events", tmp_path / "first")
+    (first / "commits" / "0").unlink()
+    record_finished(first, 0)
+    assert (first / "commits" / "0").read_text() == 'v1\n{"nextBatchWatermarkMs":0}'
 
 
 def test_a_checkpoint_with_offsets_but_no_commit_at_all(tmp_path: Path) -> None:
