@@ -42,19 +42,20 @@ def test_a_sound_checkpoint_and_an_absent_one_have_no_fault(tmp_path: Path) -> N
     assert damaged_checkpoint(tmp_path / "never-ran") is None
 
 
-@pytest.mark.parametrize(
-    ("damage", "named"),
-    [
-        (lambda c: (c / "offsets" / "3").write_text(""), "offsets/3 is empty"),
-        (lambda c: (c / "offsets" / "3").write_text("v1\n"), "offsets/3 is truncated"),
-        (lambda c: (c / "offsets" / "3").write_text(OFFSETS[:60]), "offsets/3 is truncated or corrupt"),
-        (lambda c: (c / "offsets" / "3").unlink(), "offsets/3 is missing"),
-        (lambda c: (c / "commits" / "3").write_text('{"nextBatch'), "commits/3 has no version line"),
-        (lambda c: (c / "metadata").unlink(), "metadata is missing"),
-        (lambda c: (c / "metadata").write_text('{"id": "6c'), "metadata is truncated or corrupt"),
-        (lambda c: (c / "sources" / "0" / "3").write_text('v1\n{"path":'), "sources/0/3 is truncated or corrupt"),
-    ],
-)
+#: Each damage to a checkpoint (its folder, as :func:`_checkpoint` lays it out) and the words that name it.
+DAMAGES = [
+    (lambda c: (c / "offsets" / "3").write_text(""), "offsets/3 is empty"),
+    (lambda c: (c / "offsets" / "3").write_text("v1\n"), "offsets/3 is truncated"),
+    (lambda c: (c / "offsets" / "3").write_text(OFFSETS[:60]), "offsets/3 is truncated or corrupt"),
+    (lambda c: (c / "offsets" / "3").unlink(), "offsets/3 is missing"),
+    (lambda c: (c / "commits" / "3").write_text('{"nextBatch'), "commits/3 has no version line"),
+    (lambda c: (c / "metadata").unlink(), "metadata is missing"),
+    (lambda c: (c / "metadata").write_text('{"id": "6c'), "metadata is truncated or corrupt"),
+    (lambda c: (c / "sources" / "0" / "3").write_text('v1\n{"path":'), "sources/0/3 is truncated or corrupt"),
+]
+
+
+@pytest.mark.parametrize(("damage", "named"), DAMAGES)
 def test_each_damaged_checkpoint_file_is_named(tmp_path: Path, damage, named: str) -> None:
     checkpoint = _checkpoint(tmp_path / "stream")
     damage(checkpoint)
