@@ -56,6 +56,7 @@ chaos: setup
 
 # Issue 26's soak: `run --continuous` at 1,000 events/s for an hour; memory, state, files and batch seconds flat.
 soak: setup
+	$(BIN)/pip install --quiet --disable-pip-version-check 'matplotlib==3.10.7' -c requirements.lock
 	$(BIN)/python -m bench.soak
 
 # Issue 26's concurrent writers beside `run --continuous` for 10 minutes, checked against the reference.
