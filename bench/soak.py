@@ -247,6 +247,8 @@ def main() -> None:
         for figure, series in ((f, _series(samples, f)) for f in TOLERANCE)
     }
     verdicts = [v["flat"] for per_name in flatness.values() for v in per_name.values() if v["flat"] is not None]
+    # A figure with no verdict at all (never sampled) must not pass as flat.
+    unjudged = [f for f, per in flatness.items() if not any(v["flat"] is not None for v in per.values())]
     report = {
         "timestamp": datetime.now(UTC).isoformat(timespec="seconds"),
         "rate": args.rate,
@@ -254,7 +256,8 @@ def main() -> None:
         "ran_to_the_end": alive and code == 0,
         "chores": chores,
         "judged_from_minute": round(start, 1),
-        "flat": bool(verdicts) and all(verdicts),
+        "flat": bool(verdicts) and all(verdicts) and not unjudged,
+        "unjudged": unjudged,
         "not_flat": {f: [n for n, v in per.items() if v["flat"] is False] for f, per in flatness.items()},
         "flatness": flatness,
         "samples": samples,
@@ -263,7 +266,7 @@ def main() -> None:
     (RESULTS / "soak.json").write_text(json.dumps(report, indent=2) + "\n")
     if samples:
         _plot(samples, start, RESULTS / "soak.png")
-    print(json.dumps({k: report[k] for k in ("ran_to_the_end", "flat", "not_flat", "chores")}, indent=2))
+    print(json.dumps({k: report[k] for k in ("ran_to_the_end", "flat", "not_flat", "unjudged", "chores")}, indent=2))
     if not args.keep and report["flat"] and report["ran_to_the_end"]:
         shutil.rmtree(home, ignore_errors=True)
 
