@@ -8,8 +8,8 @@ Storage is SQLite under ``DAGSTER_HOME`` by default (one host), or PostgreSQL wi
 ``LAKEHOUSE_DAGSTER_STORAGE=postgres``: runs, event logs and schedules then live in one database the webserver,
 the daemon and the runs reach from any host. The file names the password's variable (``env:``), never its value.
 
-``python -m orchestration.instance DAGSTER_HOME`` writes the file; bad settings, or a PostgreSQL that does not
-answer or refuses the user, stop it with one line and exit code 1.
+``python -m orchestration.instance DAGSTER_HOME`` writes the file and creates the storage; bad settings, or a
+PostgreSQL that does not answer or refuses the user, stop it with one line and exit code 1.
 """
 
 import sys
@@ -73,12 +73,23 @@ def write_instance_yaml(settings: Settings, dagster_home: Path) -> Path:
     return path
 
 
+def create_storage(dagster_home: Path) -> None:
+    """Create the instance's storage (its databases and their schema version) once, before any service starts.
+
+    A webserver and a daemon started together on a new instance each find no tables and both create them;
+    one of them dies ("table alembic_version already exists"), as a chaos run's webserver did."""
+    from dagster import DagsterInstance
+
+    DagsterInstance.from_config(str(dagster_home)).dispose()
+
+
 def main(argv: list[str]) -> int:
     if len(argv) != 1:
         sys.stderr.write("usage: python -m orchestration.instance DAGSTER_HOME\n")
         return 2
     try:
         write_instance_yaml(Settings.from_env(), Path(argv[0]))
+        create_storage(Path(argv[0]))
     except (SettingsError, RuntimeError, OSError) as error:
         sys.stderr.write(f"lakehouse: {' '.join(str(error).split())}\n")
         return 1

@@ -55,6 +55,13 @@ def test_postgres_storage_names_the_password_variable_never_its_value(
     assert checked["storage"] == config["storage"]
 
 
+def test_the_command_writes_the_file_and_creates_the_storage_before_any_service_starts(tmp_path: Path) -> None:
+    """A webserver and a daemon started together then find the databases made (they would race to make them)."""
+    assert main([str(tmp_path)]) == 0
+    made = {path.relative_to(tmp_path).as_posix() for path in tmp_path.rglob("*.db")}
+    assert made == {"history/runs.db", "history/runs/index.db", "schedules/schedules.db"}
+
+
 def test_a_server_that_does_not_answer_stops_in_one_line(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
