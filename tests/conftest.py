@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
+from devtools.objectstore import ObjectStore
 from tests.ui_harness import DagsterUI
 from warehouse.settings import GOLD_OUTPUTS, Settings
 
@@ -77,6 +78,17 @@ def dagster_ui(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DagsterUI]:
     leave the other optional gold outputs out: every asset of them is checked by test_orchestration."""
     with DagsterUI.start(tmp_path_factory.mktemp("dagster-ui"), env={"LAKEHOUSE_GOLD_OUTPUTS": "hopping"}) as ui:
         yield ui
+
+
+@pytest.fixture(scope="module")
+def object_store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ObjectStore]:
+    """The S3 test server (moto's, on 127.0.0.1) for one module, its bucket made; stopped after the module.
+    Each test keeps to a prefix of its own."""
+    started = ObjectStore.start("lakehouse-test", tmp_path_factory.mktemp("s3") / "s3.log")
+    try:
+        yield started
+    finally:
+        started.stop()
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,6 @@ read through the same locations the streams use. On S3 there is no rename and no
 checkpoint file, so each fault must be seen from the objects alone. No Spark: the checks read objects only
 (the recovery, a replay on S3, is ``tests/test_cluster.py``'s)."""
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pyarrow as pa
@@ -21,22 +20,13 @@ from warehouse.storage import Location, delta_options, is_remote
 pytestmark = [pytest.mark.system, pytest.mark.xdist_group("faults-s3")]
 
 
-@pytest.fixture(scope="module")
-def store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ObjectStore]:
-    started = ObjectStore.start("lakehouse-faults", tmp_path_factory.mktemp("s3") / "s3.log")
-    try:
-        yield started
-    finally:
-        started.stop()
-
-
 @pytest.fixture
-def settings(store: ObjectStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Settings:
+def settings(object_store: ObjectStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Settings:
     """A home whose checkpoints and tables are on the server, under a prefix of this test's own."""
     for name, value in TEST_CREDENTIALS.items():
         monkeypatch.setenv(name, value)
-    uri = f"{store.env['LAKEHOUSE_STORAGE_URI']}/{tmp_path.name}"
-    configured = Settings.from_env({**store.env, "LAKEHOUSE_STORAGE_URI": uri, "LAKEHOUSE_HOME": str(tmp_path)})
+    uri = f"{object_store.env['LAKEHOUSE_STORAGE_URI']}/{tmp_path.name}"
+    configured = Settings.from_env({**object_store.env, "LAKEHOUSE_STORAGE_URI": uri, "LAKEHOUSE_HOME": str(tmp_path)})
     assert is_remote(configured.checkpoints_dir)
     return configured
 

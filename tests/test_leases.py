@@ -11,7 +11,7 @@ import subprocess
 import sys
 import textwrap
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import UTC, datetime
 from decimal import Decimal
 from pathlib import Path
@@ -34,21 +34,13 @@ LEASE_SECONDS = 9
 LAKEHOUSE = str(Path(sys.executable).parent / "lakehouse")
 
 
-@pytest.fixture(scope="module")
-def store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ObjectStore]:
-    started = ObjectStore.start("lakehouse-leases", tmp_path_factory.mktemp("s3") / "s3.log")
-    try:
-        yield started
-    finally:
-        started.stop()
-
-
 @pytest.fixture
-def hosts(store: ObjectStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, dict[str, str]]:
+def hosts(object_store: ObjectStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, dict[str, str]]:
     """Two hosts' environments: a home each, one storage (a prefix of its own per test)."""
     for name, value in TEST_CREDENTIALS.items():
         monkeypatch.setenv(name, value)
-    shared = {**store.env, "LAKEHOUSE_STORAGE_URI": f"{store.env['LAKEHOUSE_STORAGE_URI']}/{tmp_path.name}"}
+    uri = f"{object_store.env['LAKEHOUSE_STORAGE_URI']}/{tmp_path.name}"
+    shared = {**object_store.env, "LAKEHOUSE_STORAGE_URI": uri}
     shared["LAKEHOUSE_LOCK_LEASE_SECONDS"] = str(LEASE_SECONDS)
     return {host: {**shared, "LAKEHOUSE_HOME": str(tmp_path / host)} for host in ("host-a", "host-b")}
 
