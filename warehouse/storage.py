@@ -143,13 +143,20 @@ def entries(folder: Location) -> list[tuple[str, int, int]]:
     """The files directly in ``folder`` (none when it does not exist): name, modification time in ns and size,
     from one listing."""
     if not is_remote(folder):
-        if not folder.is_dir():
+        try:
+            listed = list(os.scandir(folder))
+        except (FileNotFoundError, NotADirectoryError):
             return []
         found = []
-        for entry in os.scandir(folder):
-            if entry.is_file():
-                stat = entry.stat()
-                found.append((entry.name, stat.st_mtime_ns, stat.st_size))
+        for entry in listed:
+            try:
+                if entry.is_file():
+                    stat = entry.stat()
+                    found.append((entry.name, stat.st_mtime_ns, stat.st_size))
+            except FileNotFoundError:
+                # Gone since the listing: a writer's temporary file, or one a writer replaces by deleting it
+                # first (Delta's `_last_checkpoint` while `maintain` checkpoints a log; found by the soak).
+                continue
         return found
     fs, key = folder.fs, folder.path
     if not fs.exists(key):

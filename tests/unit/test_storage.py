@@ -1,6 +1,7 @@
 """Locations on local disk, and what the lakehouse asks of Spark and delta-rs for object storage (no server:
 the S3 side is exercised against a real S3-compatible server in tests/test_cluster.py)."""
 
+import os
 from pathlib import Path
 
 import pytest
@@ -26,6 +27,23 @@ def test_a_missing_folder_lists_as_empty(tmp_path: Path) -> None:
     (tmp_path / "a").write_text("x")
     (tmp_path / "sub").mkdir()
     assert [(name, size) for name, _, size in entries(tmp_path)] == [("a", 1)]  # files only, not folders
+
+
+def test_a_file_removed_between_the_listing_and_its_stat_is_left_out(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A writer that replaces a file by deleting it first (Delta's ``_last_checkpoint`` under ``maintain``) may
+    remove it after the folder was listed and before its size is read: the listing goes on without it."""
+    (tmp_path / "00000000000000000007.json").write_text("{}")
+    (tmp_path / "_last_checkpoint").write_text("{}")
+    listed = list(os.scandir(tmp_path))
+
+    def listing_then_a_removal(folder: object) -> list[os.DirEntry]:
+        (tmp_path / "_last_checkpoint").unlink()
+        return listed
+
+    monkeypatch.setattr(os, "scandir", listing_then_a_removal)
+    assert names(tmp_path) == ["00000000000000000007.json"]
 
 
 def test_write_atomically_replaces_and_leaves_no_partial(tmp_path: Path) -> None:
