@@ -2,9 +2,12 @@
 ``maintain`` and ``reconcile`` on their schedules' cadence (every 15 minutes), every gold output on.
 
 One landing file a second: ``--rate`` events stamped with the current time (moved back up to 20 s: disorder),
-a share of purchases and of clicks on one of 5,000 URLs (the unique-URL state's keys), 1 % late events (30 to
+a share of purchases and of clicks on one of 100 URLs by one of 200 users, 1 % late events (30 to
 60 minutes old: behind the watermark and the allowed lateness, so they go to ``silver.late_events`` and the
-reconcile folds them), 3 % redeliveries and 1 % invalid lines. Every 30 s a sample:
+reconcile folds them), 3 % redeliveries and 1 % invalid lines. The key space is fixed on purpose: the unique-URL
+state keeps each (user, URL) an hour after its last click, so with fresh keys it would grow for the whole hour
+by design; with at most 20,000 pairs, reached in minutes, clicks only refresh entries, and state that still
+grows is a leak. Every 30 s a sample:
 
 - the stream's RSS: the whole process tree of ``run --continuous`` (its Python, its JVM, the followers'
   process and its JVM), from ``/proc``;
@@ -55,9 +58,9 @@ def _lines(rng: random.Random, rate: int, second: int, now: datetime, recent: li
         moment = now - timedelta(seconds=rng.uniform(1800, 3600) if late else rng.uniform(0, 20))
         stamp = moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
         kind = rng.choices(("purchase", "click", "view"), (0.5, 0.35, 0.15))[0]
-        url = f',"url":"/p/{rng.randrange(5000)}"' if kind == "click" else ""
+        url = f',"url":"/p/{rng.randrange(100)}"' if kind == "click" else ""
         line = (
-            f'{{"event_id":"s{second}-{i}","user_id":"user-{rng.randrange(2000):04d}","event_time":"{stamp}",'
+            f'{{"event_id":"s{second}-{i}","user_id":"user-{rng.randrange(200):04d}","event_time":"{stamp}",'
             f'"amount":{rng.randrange(1, 20000) / 100:.2f},"event_type":"{kind}"{url}}}'
         )
         lines.append(line)
