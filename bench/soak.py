@@ -1,4 +1,4 @@
-"""The soak (issue 26): ``run --continuous`` at 1,000 events/s for 60 minutes, with late events, and
+"""The soak (issue 26): ``run --continuous`` at 1,000 events/s for 100 minutes, with late events, and
 ``maintain`` and ``reconcile`` on their schedules' cadence (every 15 minutes), every gold output on.
 
 One landing file a second: ``--rate`` events stamped with the current time (moved back up to 20 s: disorder),
@@ -15,13 +15,16 @@ grows is a leak. Every 30 s a sample:
 - live files per table (what its current version references, delta-rs);
 - batch seconds: each stream's batches since the last sample, from ``ops.stream_progress``.
 
+Why 100 minutes: the fraud rules keep each user's purchases of the last hour of event time, so that state
+grows for the first hour at any steady rate, by design; it is judged once every horizon is full.
+
 Flat means: over the last 40 minutes, the second 20 minutes' median is at most the first 20 minutes' plus a
 tolerance (RSS 10 %, state bytes 15 %, live files 25 % + 3, batch seconds 30 % + 0.5 s), per figure; each
 figure's slope per 10 minutes is reported too. Figures go to ``bench/results/soak.json``, the plot to
 ``bench/results/soak.png``.
 
-    .venv/bin/python -m bench.soak                        # 1,000 events/s for 60 minutes
-    .venv/bin/python -m bench.soak --minutes 6            # a smoke run (flatness over its last two thirds)
+    .venv/bin/python -m bench.soak                        # 1,000 events/s for 100 minutes
+    .venv/bin/python -m bench.soak --minutes 6            # a smoke run (judged over its last two thirds)
 """
 
 import argparse
@@ -181,7 +184,7 @@ def _plot(samples: list[dict], start: float, path: Path) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description="`run --continuous` held for an hour: memory, state, files, batches.")
     parser.add_argument("--rate", type=int, default=1_000, help="events per second landed (one file a second)")
-    parser.add_argument("--minutes", type=float, default=60.0, help="how long the rate is held")
+    parser.add_argument("--minutes", type=float, default=100.0, help="how long the rate is held")
     parser.add_argument("--every", type=float, default=15.0, help="minutes between `maintain` and `reconcile`")
     parser.add_argument("--keep", action="store_true", help="keep the scratch home")
     args = parser.parse_args()
@@ -243,7 +246,8 @@ def main() -> None:
         alive = stream.poll() is None
         stream.send_signal(signal.SIGTERM)
         code = stream.wait(timeout=600)
-    start = args.minutes / 3
+    # The last 40 minutes (a shorter run: its last two thirds).
+    start = max(args.minutes - 40, args.minutes / 3)
     middle = (start + args.minutes) / 2
     flatness = {
         figure: {name: _flatness(points, start, middle, TOLERANCE[figure]) for name, points in series.items()}
