@@ -5,7 +5,7 @@ One landing file a second: ``--rate`` events stamped with the current time (move
 a share of purchases and of clicks on one of 100 URLs by one of 200 users, 1 % late events (30 to
 60 minutes old: behind the watermark and the allowed lateness, so they go to ``silver.late_events`` and the
 reconcile folds them), 3 % redeliveries and 1 % invalid lines. The key space is fixed on purpose: the unique-URL
-state keeps each (user, URL) an hour after its last click, so with fresh keys it would grow for the whole hour
+state keeps each (user, URL) 24 hours after its last click, so with fresh keys it would grow for the whole run
 by design; with at most 20,000 pairs, reached in minutes, clicks only refresh entries, and state that still
 grows is a leak. Every 30 s a sample:
 
