@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
+from devtools.cluster import status as cluster_status
 from devtools.objectstore import TEST_CREDENTIALS, ObjectStore
 from devtools.synthetic import StreamSpec, generate_lines
 from runtime.runner import run_once, run_reconcile
@@ -40,6 +41,11 @@ class Cluster(Commands):
         result = self.command("cluster", "status", "--json")
         assert result.returncode == 0, result.stderr
         return json.loads(result.stdout)
+
+    def state(self) -> dict:
+        """What ``cluster status --json`` prints, read in this process: polled while a run works, where a
+        command per look would take a share of the two cores from the run."""
+        return cluster_status(Settings.from_env(self.env))
 
 
 @pytest.fixture(scope="module")
@@ -133,7 +139,7 @@ def _run_once(cluster: Cluster, env: dict[str, str], kill_when: Callable[[], boo
             run.kill()
             run.communicate(timeout=60)
             return True
-        time.sleep(0.2)
+        time.sleep(0.5)
     out, err = run.communicate(timeout=600)
     assert run.returncode == 0, err or out
     return False
@@ -189,7 +195,7 @@ def _on_the_cluster_with_tables_on_object_storage(
     opened_by_executors: list[tuple[str, int]] = []
 
     def lose_a_worker() -> bool:
-        state = cluster.status()
+        state = cluster.state()
         busy = [w for w in state["workers"] if w["coresused"] > 0]
         if len(busy) == 2 and _bronze_version(settings) >= 0 and not killed_worker:
             # The executors (each worker's children) listen on loopback only, as their worker does.
