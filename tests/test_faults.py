@@ -208,9 +208,14 @@ def test_a_landing_file_removed_after_it_was_listed_is_told_and_a_copy_ingested_
     _assert_exact(spark, settings)
 
 
-def _cli(home: Path, *args: str) -> subprocess.CompletedProcess:
+#: Root without its override of file modes: it meets a folder's mode as any other user does.
+_OVERRIDES = "-dac_override,-dac_read_search"
+AS_A_PLAIN_USER = ("setpriv", f"--bounding-set={_OVERRIDES}", f"--inh-caps={_OVERRIDES}")
+
+
+def _cli(home: Path, *args: str, prefix: tuple[str, ...] = ()) -> subprocess.CompletedProcess:
     env = {**os.environ, "LAKEHOUSE_HOME": str(home)}
-    return subprocess.run([LAKEHOUSE, *args], env=env, capture_output=True, text=True, timeout=600)
+    return subprocess.run([*prefix, LAKEHOUSE, *args], env=env, capture_output=True, text=True, timeout=600)
 
 
 def _holders(mount: Path) -> list[str]:
@@ -259,7 +264,8 @@ def _remount(mount: Path, mode: str) -> None:
 def test_a_full_disk_and_a_read_only_home_stop_in_one_line_and_a_run_after_the_fix_ends_exact(tmp_path: Path) -> None:
     """The home on a small file system of its own (tmpfs). Filled to its last 64 KB while 3,000 events wait,
     the run stops with one line; with the space back, the same command goes on and nothing is lost or
-    doubled. Remounted read-only, a run stops with one line and changes nothing; writable again, it runs."""
+    doubled. Remounted read-only, a run stops with one line and changes nothing; so does every writer when
+    the home's modes deny the user who runs it; writable again, it runs."""
     if os.geteuid() != 0:
         pytest.skip("mounting a small file system of the test's own needs root")
     disk = tmp_path / "disk"
@@ -300,6 +306,12 @@ def test_a_full_disk_and_a_read_only_home_stop_in_one_line_and_a_run_after_the_f
         assert refused.returncode == 1
         assert refused.stderr.count("\n") == 1 and "read-only file system" in refused.stderr, refused.stderr
         _remount(disk, "rw")
+        subprocess.run(["chmod", "-R", "a-w", str(home)], check=True)
+        for command in (["run", "--once"], ["reconcile"], ["replay"], ["maintain"], ["validate"]):
+            denied = _cli(home, *command, prefix=AS_A_PLAIN_USER)
+            assert denied.returncode == 1, denied.stderr
+            assert denied.stderr.count("\n") == 1 and "lakehouse: permission denied" in denied.stderr, denied.stderr
+        subprocess.run(["chmod", "-R", "u+w", str(home)], check=True)
         assert _cli(home, "run", "--once").returncode == 0
         assert {t.name: open_delta(t.path(settings)).version() for t in kept_tables(settings)} == versions
     finally:
