@@ -64,6 +64,12 @@ def query_id(checkpoint: Path) -> str:
     return json.loads((checkpoint / "metadata").read_text())["id"]
 
 
+def writer_id(stream: str, checkpoint: Path) -> str:
+    """The Delta transaction app id a stream writes under (with its batch id as the version): stable for the
+    life of its checkpoint, new when a replay resets it."""
+    return f"lakehouse:{stream}:{query_id(checkpoint)}"
+
+
 def _numbered(folder: Path) -> list[int]:
     return sorted(int(name) for name in names(folder) if name.isdigit())
 
@@ -358,7 +364,7 @@ def silver_consumption(settings: Settings) -> tuple[int, int] | None:
         source_checkpoint = checkpoint_dir(settings, source)
         if not is_committed(source_checkpoint, source_batch):
             continue
-        writer = f"lakehouse:{source}:{query_id(source_checkpoint)}"
+        writer = writer_id(source, source_checkpoint)
         version = commit_of(BRONZE_EVENTS.path(settings), writer, source_batch)
         if version is not None:
             return silver_batch, version

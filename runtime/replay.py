@@ -51,11 +51,11 @@ from runtime.checkpoints import (
     continue_after,
     derived_stage_name,
     move_checkpoint,
-    query_id,
     record_finished,
     starting_version_file,
     uncommitted_batch,
     windows_stage_name,
+    writer_id,
 )
 from runtime.progress import StageReport
 from runtime.runner import prepare, run_stage_once, swap_marker
@@ -186,7 +186,7 @@ def _settle_cut_off_batches(settings: Settings) -> dict[str, int]:
         batch = uncommitted_batch(checkpoint) if checkpoint.is_dir() else None
         if batch is None:
             continue
-        writer = f"lakehouse:{stream}:{query_id(checkpoint)}"
+        writer = writer_id(stream, checkpoint)
         since = batch_earliest_start(checkpoint, batch)
         if committed_version(BRONZE_EVENTS.path(settings), writer, batch, since) is not None:
             record_finished(checkpoint, batch)

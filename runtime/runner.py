@@ -73,11 +73,6 @@ def kafka_status(settings: Settings, stage: Stage) -> StreamStatus:
     return replace(status, backlog=sum(lag.values()))
 
 
-def _writer_id(checkpoint: Path, stage: Stage) -> str:
-    """Delta transaction app id: stable for the life of a checkpoint, new when it is reset."""
-    return f"lakehouse:{stage.name}:{checkpoints.query_id(checkpoint)}"
-
-
 def stage_lock(settings: Settings, stage: Stage, wait_seconds: float = 0.0):
     """Hold an exclusive lock on the stage's checkpoint; two writers on one checkpoint would corrupt it."""
     return hold_all(settings, stage.lock_names(settings), wait_seconds=wait_seconds, purpose=f"the {stage.name} stream")
@@ -101,7 +96,7 @@ def start_stage(
     def each_batch(batch: DataFrame, batch_id: int) -> None:
         check_held()  # a stream whose lease was taken over (it stalled past the lease time) writes nothing more
         if "id" not in writer:
-            writer["id"] = _writer_id(checkpoint, stage)
+            writer["id"] = checkpoints.writer_id(stage.name, checkpoint)
         started = time.monotonic()
         with (
             batch_lock or nullcontext(),
@@ -255,7 +250,8 @@ def _last_gold_batch(settings: Settings, gold: Stage) -> tuple[str, int, float] 
         batches = checkpoints.committed_batches(checkpoint)
         if not batches or checkpoints.uncommitted_batch(checkpoint) is not None or has_new_input(settings, gold):
             return None
-        return _writer_id(checkpoint, gold), batches[-1], checkpoints.committed_at(checkpoint, batches[-1])
+        newest = batches[-1]
+        return checkpoints.writer_id(gold.name, checkpoint), newest, checkpoints.committed_at(checkpoint, newest)
     carried = checkpoints.carried_batches(checkpoint)
     if not carried:
         return None

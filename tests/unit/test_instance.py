@@ -82,8 +82,12 @@ def test_the_instance_loads_the_launcher_that_tells_run_monitoring_a_dead_run_pr
         assert instance.run_monitoring_enabled
         assert instance.run_launcher.supports_check_run_worker_health
         here = socket.gethostname()
-        child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+        child = subprocess.Popen(
+            [sys.executable, "-c", "import time; print('up', flush=True); time.sleep(30)"], stdout=subprocess.PIPE
+        )
         try:
+            # A run announces its pid once it runs; before its exec is done, /proc shows no command line.
+            assert child.stdout is not None and child.stdout.readline() == b"up\n"
             assert worker_status(here, child.pid) == WorkerStatus.RUNNING
             child.kill()
             # Killed and not reaped yet: a zombie, which is no run.
