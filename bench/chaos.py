@@ -26,7 +26,7 @@ revision); ``validate`` passes; a second ``run --once`` + ``reconcile`` changes 
 started, no concurrency slot claimed, no lock held; the sensors' cursors name what exists.
 
     .venv/bin/python -m bench.chaos                 # 3 cycles: 24 kills over 310,000 events (``make chaos``)
-    .venv/bin/python -m bench.chaos --short         # 1 cycle without the cluster, 12,000 events
+    .venv/bin/python -m bench.chaos --short         # 1 cycle without the cluster, 6,000 events over 2 minutes
 
 The kills, what each hit, and the checks go to ``bench/results/chaos.json`` (``--short``:
 ``.lakehouse/chaos-short.json``).
@@ -101,9 +101,11 @@ class Chaos:
     place: int = 0
     stream_place: tuple[str, str] = ("landing", "local")
     stream_born: float = 0.0
-    stream_batches: int = 0
+    stream_batches: int = -1
     #: Each command's last whole run, in seconds: its kill is drawn within it.
     durations: dict[str, float] = field(default_factory=dict)
+    #: Where a kill is drawn, in seconds, for a command whose whole run has not been seen yet.
+    first_kill_window: tuple[float, float] = (20.0, 120.0)
     daemon_born: float = 0.0
     landed: int = 0
     nudges: int = 0
@@ -236,16 +238,15 @@ class Chaos:
         self.spawn("stream", [_lakehouse_command(), "run", "--continuous", "--source", source], env)
         self.stream_place, self.stream_born = (source, master), time.monotonic()
         checkpoint = checkpoint_dir(self.settings, source_stage(source))
-        self.stream_batches = len(committed_batches(checkpoint)) if checkpoint.is_dir() else 0
+        self.stream_batches = _newest_batch(checkpoint)
         self.say(f"run --continuous --source {source} on {master} (pid {self.processes['stream'].pid})")
 
     def stream_moment(self) -> str:
         source, master = self.stream_place
         checkpoint = checkpoint_dir(self.settings, source_stage(source))
         open_batch = uncommitted_batch(checkpoint) if checkpoint.is_dir() else None
-        done = committed_batches(checkpoint) if checkpoint.is_dir() else []
         where = f"mid-batch {open_batch} (planned, not committed)" if open_batch is not None else "between batches"
-        return f"{source} on {master}: {where}, {len(done)} batches committed"
+        return f"{source} on {master}: {where}, {_newest_batch(checkpoint) + 1} batches committed"
 
     def stream_alive(self) -> bool:
         stream = self.processes.get("stream")
@@ -258,7 +259,7 @@ class Chaos:
         at_start = self.stream_batches
         if self.load_done:
             self.nudge(self.stream_place[0])
-        self.wait("the stream to commit a batch", lambda: len(committed_batches(checkpoint)) > at_start, 600)
+        self.wait("the stream to commit a batch", lambda: _newest_batch(checkpoint) > at_start, 600)
         time.sleep(self.rng.uniform(2, 30))
         self.ensure_stream()
         stream = self.processes["stream"]
@@ -289,14 +290,15 @@ class Chaos:
 
     # -- commands beside the stream -------------------------------------------------------------------------
     def kill_command(self, target: str, *args: str) -> Kill | None:
-        """Start ``lakehouse <args>`` and SIGKILL it at a random moment of its last whole run's length (20 to
-        120 s before one is known); None when it ended first."""
+        """Start ``lakehouse <args>`` and SIGKILL it at a random moment of its last whole run's length (within
+        ``first_kill_window`` before one is known); None when it ended first."""
         before = _versions(self.settings)
         born = time.monotonic()
         process = self.spawn(target, [_lakehouse_command(), *args])
         known = self.durations.get(target)
         try:
-            process.wait(timeout=self.rng.uniform(0.3, 0.95) * known if known else self.rng.uniform(20, 120))
+            wait = self.rng.uniform(0.3, 0.95) * known if known else self.rng.uniform(*self.first_kill_window)
+            process.wait(timeout=wait)
             self.say(f"{target} ended (exit {process.returncode}) before its kill; trying again")
             return None
         except subprocess.TimeoutExpired:
@@ -391,8 +393,10 @@ class Chaos:
             time.sleep(2)
         raise SystemExit(f"chaos: timed out after {timeout:.0f} s waiting for {what}")
 
-    def kill_sensor_run(self) -> None:
-        """Kill the process of a run the landing sensor launched, once it has worked a random while."""
+    def kill_sensor_run(self) -> Kill:
+        """Kill the process of a run the landing sensor launched, once it has worked a random while; return
+        once run monitoring has ended it (the daemon's kill that follows waits for a later run to succeed,
+        which needs the slots run monitoring freed)."""
         seen = {run["runId"] for run in self.runs()}
         self.nudge()
 
@@ -414,14 +418,10 @@ class Chaos:
             return status if status in ENDED else None
 
         status = self.wait("run monitoring to end the killed run", failed, timeout=300)
-        seen.add(run["runId"])
-        self.wait(
-            "a later landing sensor run to succeed",
-            lambda: any(r["status"] == "SUCCESS" for r in self.runs("lakehouse_once") if r["runId"] not in seen),
-        )
-        kill.then = f"marked {status} by run monitoring; a later sensor run succeeded"
+        kill.then = f"marked {status} by run monitoring"
+        return kill
 
-    def kill_daemon(self) -> None:
+    def kill_daemon(self, killed_run: Kill) -> None:
         """SIGKILL the daemon's whole process group, as a host or container dies: the daemon, the code server
         it started and the runs that server launched. Nobody is left to mark those runs failed but run
         monitoring in the next daemon (``orchestration/launcher.py``)."""
@@ -442,6 +442,7 @@ class Chaos:
         kill.then = "started again; a sensor run it launched succeeded" + (
             f"; still not ended: {', '.join(stuck)}" if stuck else ""
         )
+        killed_run.then += "; a later sensor run succeeded"
 
     def quiet_dagster(self) -> None:
         """The landing sensor off and every run ended (a killed one is failed by run monitoring)."""
@@ -471,8 +472,7 @@ class Chaos:
         self.kill_and_rerun("maintain", "maintain", rerun=False)
         self.kill_stream(restart=False)
         self.switch(LANDING_SENSOR, True)
-        self.kill_sensor_run()
-        self.kill_daemon()
+        self.kill_daemon(self.kill_sensor_run())
         self.quiet_dagster()
         self.kill_and_rerun("replay", "replay")
         self.start_stream()
@@ -503,6 +503,13 @@ class Chaos:
         self.command("kafka", "down")
 
 
+def _newest_batch(checkpoint: Path) -> int:
+    """The newest batch a stream committed (-1 before any): Spark purges its oldest commit entries, so their
+    count stops growing once it keeps ``minBatchesToRetain`` of them."""
+    done = committed_batches(checkpoint) if checkpoint.is_dir() else []
+    return done[-1] if done else -1
+
+
 def _event_id(line: str) -> str | None:
     try:
         event = json.loads(line)
@@ -521,12 +528,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cycles", type=int, default=3, help="cycles of kills (eight a cycle with the cluster)")
     parser.add_argument("--events", type=int, default=310_000, help="events generated, files and Kafka together")
     parser.add_argument("--minutes", type=float, default=25.0, help="how long the events take to arrive")
-    parser.add_argument("--short", action="store_true", help="one cycle, no cluster, 12,000 events over 4 minutes")
+    parser.add_argument("--short", action="store_true", help="one cycle, no cluster, 6,000 events over 2 minutes")
     parser.add_argument("--seed", type=int, default=26, help="the random moments' seed")
     parser.add_argument("--keep", action="store_true", help="keep the scratch home")
     args = parser.parse_args(argv)
     if args.short:
-        args.cycles, args.events, args.minutes = 1, 12_000, 4.0
+        args.cycles, args.events, args.minutes = 1, 6_000, 2.0
     home = REPO_ROOT / ".lakehouse" / f"chaos-{datetime.now(UTC):%Y%m%d-%H%M%S}"
     env = _environment(home, files_per_trigger=20)
     env.update({
@@ -543,6 +550,8 @@ def main(argv: list[str] | None = None) -> int:
     files = args.events * 55 // 100
     chaos = Chaos(args.cycles, not args.short, files, args.events - files, args.minutes * 60, home, env,
                   random.Random(args.seed))  # fmt: skip
+    if args.short:  # its commands' whole runs are shorter too
+        chaos.first_kill_window = (10.0, 60.0)
     chaos.settings.ensure_home()
     chaos.logs.mkdir(parents=True)
     print(f"chaos: {args.cycles} cycles, {args.events:,} events over {args.minutes:g} min; home {home}", flush=True)

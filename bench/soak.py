@@ -107,24 +107,25 @@ def _state_mb(settings: Settings) -> dict[str, float]:
     return found
 
 
-def _batch_seconds(settings: Settings, since: datetime) -> dict[str, float]:
+def _batch_seconds(settings: Settings, seen: set[tuple[str, str, int]]) -> dict[str, float]:
+    """Median batch seconds per stream over the batches recorded since the last look (``seen`` holds those
+    already counted). By batch, not by recording time: the followers' process appends its rows a while
+    after their batches, and a time window would miss them."""
     path = OPS_STREAM_PROGRESS.path(settings)
     try:
         table = (
             QueryBuilder()
             .register("t", DeltaTable(str(path)))
-            .execute(
-                "SELECT stream, batch_seconds FROM t WHERE recorded_at > '"
-                + since.strftime("%Y-%m-%d %H:%M:%S")
-                + "' AND batch_seconds IS NOT NULL"
-            )
+            .execute("SELECT stream, run_id, batch_id, batch_seconds FROM t WHERE batch_seconds IS NOT NULL")
             .read_all()
         )
     except Exception:  # not created yet, or a commit in flight: the next sample sees it
         return {}
     by_stream: dict[str, list[float]] = {}
-    for stream, seconds in zip(table.column(0).to_pylist(), table.column(1).to_pylist(), strict=True):
-        by_stream.setdefault(stream, []).append(seconds)
+    for stream, run_id, batch_id, seconds in zip(*(table.column(n).to_pylist() for n in range(4)), strict=True):
+        if (stream, run_id, batch_id) not in seen:
+            seen.add((stream, run_id, batch_id))
+            by_stream.setdefault(stream, []).append(seconds)
     return {stream: round(statistics.median(values), 2) for stream, values in by_stream.items()}
 
 
@@ -225,20 +226,18 @@ def main() -> None:
     workers = [threading.Thread(target=land), threading.Thread(target=chores_on_schedule, daemon=True)]
     for worker in workers:
         worker.start()
-    last = datetime.now(UTC)
+    counted: set[tuple[str, str, int]] = set()
     try:
         while time.monotonic() - started < args.minutes * 60 and stream.poll() is None:
             time.sleep(30)
-            now = datetime.now(UTC)
             sample = _sample(settings, started)
             samples.append({
                 "minute": sample["minute"],
                 "rss_mb": _tree_rss_mb(stream.pid),
                 "state_mb": _state_mb(settings),
                 "live_files": {name: figures["live"] for name, figures in sample["tables"].items()},
-                "batch_seconds": _batch_seconds(settings, last),
+                "batch_seconds": _batch_seconds(settings, counted),
             })  # fmt: skip
-            last = now
             print(f"  {samples[-1]['minute']:5.1f} min  RSS {samples[-1]['rss_mb']:7.1f} MB  state "
                   f"{sum(samples[-1]['state_mb'].values()):7.1f} MB", flush=True)  # fmt: skip
     finally:
