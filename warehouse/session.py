@@ -12,6 +12,10 @@ from pyspark.sql import SparkSession
 from warehouse.settings import Settings, SettingsError
 from warehouse.storage import hadoop_conf, hand_credentials_to_executors, s3_jars
 
+#: State versions (and offset and commit entries) each stream keeps. Spark's state store maintenance (once
+#: a minute, short ``availableNow`` runs included) deletes older ones once 6 more are stale.
+MIN_BATCHES_TO_RETAIN = 20
+
 
 def delta_jars(settings: Settings) -> list[Path]:
     """The Delta jars fetched once by the set-up into the jars cache."""
@@ -58,6 +62,11 @@ def spark_conf(settings: Settings, app_name: str = "lakehouse") -> dict[str, str
         # commits is cheap; the maintenance job compacts and cleans up.
         "spark.databricks.delta.properties.defaults.checkpointInterval": "100",
         "spark.sql.adaptive.enabled": "true",
+        # Spark keeps a stateful stream's last 100 state versions and deletes none until 30 more are stale:
+        # at a follower's tens of seconds a batch, RocksDB files of two hours, which the soak saw grow for
+        # its whole run. A restart needs the newest version only; a replay rebuilds from bronze, never from
+        # an old version. Offset and commit logs are trimmed alike (decision 58).
+        "spark.sql.streaming.minBatchesToRetain": str(MIN_BATCHES_TO_RETAIN),
         # Each batch plans the same queries again, which compile a few hundred generated classes; Spark keeps
         # 100, so by the next batch they were gone and were compiled again (decision 46).
         "spark.sql.codegen.cache.maxEntries": "1000",
