@@ -101,7 +101,7 @@ class Chaos:
     place: int = 0
     stream_place: tuple[str, str] = ("landing", "local")
     stream_born: float = 0.0
-    stream_batches: int = -1
+    stream_newest_batch: int = -1
     #: Each command's last whole run, in seconds: its kill is drawn within it.
     durations: dict[str, float] = field(default_factory=dict)
     #: Where a kill is drawn, in seconds, for a command whose whole run has not been seen yet.
@@ -238,7 +238,7 @@ class Chaos:
         self.spawn("stream", [_lakehouse_command(), "run", "--continuous", "--source", source], env)
         self.stream_place, self.stream_born = (source, master), time.monotonic()
         checkpoint = checkpoint_dir(self.settings, source_stage(source))
-        self.stream_batches = _newest_batch(checkpoint)
+        self.stream_newest_batch = _newest_batch(checkpoint)
         self.say(f"run --continuous --source {source} on {master} (pid {self.processes['stream'].pid})")
 
     def stream_moment(self) -> str:
@@ -256,7 +256,7 @@ class Chaos:
         """SIGKILL the stream a random 2 to 30 s after it committed a batch of its own (not in its start-up)."""
         self.ensure_stream()
         checkpoint = checkpoint_dir(self.settings, source_stage(self.stream_place[0]))
-        at_start = self.stream_batches
+        at_start = self.stream_newest_batch
         if self.load_done:
             self.nudge(self.stream_place[0])
         self.wait("the stream to commit a batch", lambda: _newest_batch(checkpoint) > at_start, 600)
