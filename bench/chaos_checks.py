@@ -13,10 +13,18 @@ from dagster import DagsterInstance
 from deltalake import DeltaTable
 
 from bench.concurrency import _query
-from tests.reference import hopping_totals, landing_lines, session_totals, window_totals
+from tests.reference import (
+    broken_correction_chains,
+    distinct_valid_events,
+    hopping_totals,
+    landing_lines,
+    session_totals,
+    window_totals,
+)
 from tests.sensor_flow import selector
 from warehouse.catalog import (
     BRONZE_EVENTS,
+    GOLD_CORRECTIONS,
     SILVER_DUPLICATES,
     SILVER_EVENTS,
     SILVER_LATE_EVENTS,
@@ -50,10 +58,18 @@ def table_checks(chaos: Chaos) -> dict[str, object]:
     checks["bronze_rows"] = bronze
     checks["invariant_1_bronze_holds_every_line_once"] = bronze == len(lines)
     checks["invariant_1_silver_quarantine_duplicates_equal_bronze"] = parts == bronze
+    silver = _query(SILVER_EVENTS.path(settings), "SELECT count(*), count(DISTINCT event_id) FROM t")[0]
+    checks["invariant_1_silver_holds_each_valid_event_once"] = tuple(silver) == (distinct_valid_events(lines),) * 2
     windows = window_totals(lines, settings.windows.minutes)
     gold = _keyed(user_spend_table(settings).path(settings), "window_start", "total_amount", "event_count")
     checks["gold_windows"] = len(gold)
     checks["invariant_2_gold_5m_equals_reference"] = _agree(gold, windows)
+    broken = broken_correction_chains(
+        DeltaTable(str(GOLD_CORRECTIONS.path(settings))).to_pyarrow_table().to_pylist(),
+        DeltaTable(str(user_spend_table(settings).path(settings))).to_pyarrow_table().to_pylist(),
+        user_spend_table(settings).name,
+    )
+    checks["gold_5m_corrections_chain_revision_by_revision"] = not broken
     if settings.keeps("hopping"):
         hours = _keyed(hopping_spend_table(settings).path(settings), "window_start", "total_amount", "event_count")
         checks["gold_hopping_equals_reference"] = _agree(hours, hopping_totals(windows))

@@ -10,6 +10,7 @@ import sys
 from collections import Counter, defaultdict
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
+from itertools import pairwise
 from pathlib import Path
 
 ISO = re.compile(r"^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?(?:[Zz]|([+-])(\d{2})(?::?(\d{2}))?)?\Z")
@@ -307,3 +308,39 @@ def order_payments(lines: list[str], delay_seconds: int, bound_minutes: int = 15
         if not matched and start + bound < watermark:
             rows[(*head, None, None, None, "unpaid")] += 1
     return rows
+
+
+def broken_correction_chains(
+    corrections: list[dict], gold: list[dict], table_name: str = "gold.user_spend_5m"
+) -> list[tuple]:
+    """The keys of ``table_name`` whose log of changes does not chain (``corrections`` and ``gold`` as rows).
+
+    Every change after a row's first write is logged once, in revision order: a key's revisions follow one
+    another without a gap or a repeat, each change's old values are the previous change's new values, and
+    the last change's new values and revision are the row's (a row no longer there ends at a count of 0).
+    """
+    logged: dict[tuple, list[dict]] = defaultdict(list)
+    for row in corrections:
+        if row["table_name"] == table_name:
+            logged[(row["user_id"], row["window_start"])].append(row)
+    current = {(row["user_id"], row["window_start"]): row for row in gold}
+    broken = []
+    for key, rows in logged.items():
+        rows.sort(key=lambda r: r["revision"])
+        revisions = [r["revision"] for r in rows]
+        chained = revisions == list(range(revisions[0], revisions[0] + len(rows))) and all(
+            (after["old_total_amount"], after["old_event_count"])
+            == (before["new_total_amount"], before["new_event_count"])
+            for before, after in pairwise(rows)
+        )
+        last, row = rows[-1], current.get(key)
+        if row is None:
+            ends = last["new_event_count"] == 0
+        else:
+            ends = revisions[-1] == row["revision"] and (last["new_total_amount"], last["new_event_count"]) == (
+                row["total_amount"],
+                row["event_count"],
+            )
+        if not (chained and ends):
+            broken.append(key)
+    return broken

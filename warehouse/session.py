@@ -85,7 +85,7 @@ def _cluster_conf(settings: Settings) -> dict[str, str]:
         "spark.cores.max": str(settings.spark.cores_max),
         "spark.executor.memory": settings.spark.executor_memory,
         # The executors parse the lines now: the same stack as the driver's for deeply nested JSON.
-        "spark.executor.extraJavaOptions": "-Xss8m",
+        "spark.executor.extraJavaOptions": " ".join(["-Xss8m", *settings.spark.executor_jvm_options.split()]),
     }
 
 

@@ -235,6 +235,8 @@ class SparkSettings(Group):
     #: reconcile and a Dagster run find cores beside each other (Spark's default is every core).
     cores_max: int = field(default=2, metadata=var("LAKEHOUSE_SPARK_CORES_MAX", POSITIVE_INT))
     executor_memory: str = field(default="1g", metadata=var("LAKEHOUSE_EXECUTOR_MEMORY", MEMORY))
+    #: Extra options for each executor's JVM on a cluster, e.g. ``-XX:+UseParallelGC``.
+    executor_jvm_options: str = field(default="", metadata=var("LAKEHOUSE_EXECUTOR_JVM_OPTIONS", TEXT))
 
 
 @dataclass(frozen=True)

@@ -34,8 +34,8 @@ def test_a_query_whose_python_worker_was_slow_to_connect_is_started_again_and_ot
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     """Spark's fixed 10 s wait for transformWithState's Python worker, missed on two busy cores, costs a
-    retry (told in one line), in a continuous run's followers and in ``run --once`` alike; any other
-    failure, or the fourth of those, still stops the run."""
+    retry (told in one line), in a continuous run's followers and in ``run --once`` alike, with longer pauses
+    for about five minutes; any other failure, or one after those five minutes, still stops the run."""
     failures = [RuntimeError("Python worker failed to connect back.\n=== Streaming Query ===")] * 2
     calls, pauses = [], []
 
@@ -49,9 +49,11 @@ def test_a_query_whose_python_worker_was_slow_to_connect_is_started_again_and_ot
     told = [line for line in capsys.readouterr().err.splitlines() if "trying again" in line]
     assert len(told) == 2 and "gold_fraud_alerts stream failed to start" in told[0]
 
-    failures[:] = [RuntimeError("Python worker failed to connect back.")] * 4
+    failures[:] = [RuntimeError("Python worker failed to connect back.")] * 20
+    pauses.clear()
     with pytest.raises(RuntimeError, match="connect back"):
         retry_slow_start(drain, "gold_fraud_alerts", pauses.append)
+    assert pauses == [5, 10, 20, 40, 60, 60, 60, 60] and len(failures) == 20 - 9
     failures[:] = [ValueError("a real fault")]
     with pytest.raises(ValueError, match="a real fault"):
         retry_slow_start(drain, "gold_fraud_alerts", pauses.append)

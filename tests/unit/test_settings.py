@@ -40,6 +40,7 @@ ANY_TEXT = {
     "LAKEHOUSE_JARS_DIR",
     "LAKEHOUSE_JVM_CLASS_ARCHIVE",
     "LAKEHOUSE_JVM_OPTIONS",
+    "LAKEHOUSE_EXECUTOR_JVM_OPTIONS",
     "LAKEHOUSE_KAFKA_BROKER_JARS_DIR",
     "LAKEHOUSE_DAGSTER_PG_DIR",
 }
@@ -110,6 +111,7 @@ READINGS = [
     ("LAKEHOUSE_SPARK_DRIVER_HOST", "10.0.0.4", "spark.driver_host", "10.0.0.4"),
     ("LAKEHOUSE_SPARK_CORES_MAX", "8", "spark.cores_max", 8),
     ("LAKEHOUSE_EXECUTOR_MEMORY", "2G", "spark.executor_memory", "2g"),
+    ("LAKEHOUSE_EXECUTOR_JVM_OPTIONS", " -XX:+UseParallelGC ", "spark.executor_jvm_options", "-XX:+UseParallelGC"),
     ("LAKEHOUSE_CLUSTER_PORT", "17077", "cluster.port", 17077),
     ("LAKEHOUSE_CLUSTER_UI_PORT", "18080", "cluster.ui_port", 18080),
     ("LAKEHOUSE_CLUSTER_WORKERS", "3", "cluster.workers", 3),
@@ -488,6 +490,7 @@ INVALID_CHANGES = [
     (DEFAULTS.spark, {"driver_host": ""}, "LAKEHOUSE_SPARK_DRIVER_HOST"),
     (DEFAULTS.spark, {"cores_max": 0}, "LAKEHOUSE_SPARK_CORES_MAX"),
     (DEFAULTS.spark, {"executor_memory": 1}, "LAKEHOUSE_EXECUTOR_MEMORY"),
+    (DEFAULTS.spark, {"executor_jvm_options": ["-Xss4m"]}, "LAKEHOUSE_EXECUTOR_JVM_OPTIONS"),
     (DEFAULTS.cluster, {"port": 70000}, "LAKEHOUSE_CLUSTER_PORT"),
     (DEFAULTS.cluster, {"ui_port": "8080"}, "LAKEHOUSE_CLUSTER_UI_PORT"),
     (DEFAULTS.cluster, {"workers": 0}, "LAKEHOUSE_CLUSTER_WORKERS"),
