@@ -56,6 +56,9 @@ URL_HORIZON = timedelta(hours=24)
 #: large_amount compares a purchase with the mean of the user's purchases in the hour of event time up to it.
 MEAN_HORIZON = timedelta(hours=1)
 LARGE_FACTOR = 10
+#: Expired purchases leave a user's list on a grid of event time this wide: the list is rewritten at most
+#: once a step, and the batches between only append to it, so retained state versions share their files.
+EVICTION_STEP = timedelta(minutes=10)
 #: burst: this many purchases within this span of event time (both ends included).
 BURST_PURCHASES = 3
 BURST_SPAN = timedelta(seconds=60)
@@ -100,6 +103,13 @@ def timer_ms(at_micros: int) -> int:
 
 def _horizon_micros(span: timedelta) -> int:
     return span // _MICROS
+
+
+def eviction_timer(earliest_micros: int) -> int:
+    """The timer (ms) that evicts a purchase made at ``earliest_micros``: the first step of the eviction grid
+    at or after its expiry (event time + ``MEAN_HORIZON``)."""
+    step = _horizon_micros(EVICTION_STEP) // 1000
+    return -(-timer_ms(earliest_micros + _horizon_micros(MEAN_HORIZON)) // step) * step
 
 
 def _keep_one_timer(handle: StatefulProcessorHandle, wanted: int | None, passed: int | None = None) -> None:
@@ -459,11 +469,16 @@ def arrival_key(row: Row) -> tuple:
 
 class FraudDetector(StatefulProcessor):
     """Per user: the purchases of the last hour of event time (a ListState), and one timer at the earliest
-    one's expiry (event time + 1 h). Judges each new purchase on arrival.
+    one's expiry (event time + 1 h) rounded up to the ``EVICTION_STEP`` grid. Judges each new purchase on
+    arrival.
 
     A batch loads the list once (O(state)), judges its purchases in O(log n) each (``PurchaseHistory``) and
     appends them. When the timer fires, every purchase whose expiry the watermark has passed goes in one
-    pass, and the timer moves to the next expiry: a batch costs O(batch log n + state) per user.
+    pass, and the timer moves to the grid step after the next expiry: a batch costs O(batch log n + state)
+    per user, and the list is rewritten once a step (a timer per expiry would rewrite it nearly every batch
+    once the first hour has passed, and every retained state version would carry a copy of the store).
+    Purchases kept past their expiry until the step change no verdict: every purchase judged later is at or
+    after the watermark, more than an hour after them.
     """
 
     def init(self, handle: StatefulProcessorHandle) -> None:
@@ -480,7 +495,7 @@ class FraudDetector(StatefulProcessor):
         ]
         self.purchases.appendList([(p.event_id, p.at, p.cents) for p in coming])
         earliest = history.earliest
-        _keep_one_timer(self.handle, None if earliest is None else timer_ms(earliest + _horizon_micros(MEAN_HORIZON)))
+        _keep_one_timer(self.handle, None if earliest is None else eviction_timer(earliest))
         return iter(alerts)
 
     def handleExpiredTimer(
@@ -497,7 +512,7 @@ class FraudDetector(StatefulProcessor):
             self.purchases.clear()
         elif len(kept) < len(held):
             self.purchases.put(kept)
-        _keep_one_timer(self.handle, timer_ms(kept[0][1] + horizon) if kept else None, passed)
+        _keep_one_timer(self.handle, eviction_timer(kept[0][1]) if kept else None, passed)
         return iter([])
 
     def close(self) -> None:

@@ -33,6 +33,7 @@ from transforms.keyed_state import (
     BURST,
     BURST_PURCHASES,
     BURST_SPAN,
+    EVICTION_STEP,
     LARGE_AMOUNT,
     LARGE_FACTOR,
     MEAN_HORIZON,
@@ -42,6 +43,7 @@ from transforms.keyed_state import (
     Purchase,
     PurchaseHistory,
     arrival_key,
+    eviction_timer,
     instant,
     judge_purchase,
     micros,
@@ -51,6 +53,7 @@ from transforms.keyed_state import (
 SECOND = 1_000_000  # µs
 MINUTE = 60 * SECOND
 HOUR = 60 * MINUTE
+_HOUR_AND_STEP = HOUR + 10 * MINUTE
 #: 2024-01-01T12:00:00Z in µs since the epoch (2024-01-01T00:00:00Z is 1704067200 s).
 NOON = (1_704_067_200 + 12 * 3600) * SECOND
 #: The processing time of the batches below (ms), as Spark's TimerValues hands it over.
@@ -61,6 +64,7 @@ def test_the_rules_constants_are_the_documented_ones() -> None:
     assert timedelta(hours=24) == URL_HORIZON
     assert timedelta(hours=1) == MEAN_HORIZON
     assert timedelta(seconds=60) == BURST_SPAN
+    assert timedelta(minutes=10) == EVICTION_STEP
     assert LARGE_FACTOR == 10
     assert BURST_PURCHASES == 3
     assert LARGE_AMOUNT == "large_amount"
@@ -455,6 +459,8 @@ class ListState:
         self.items.extend(tuple(v) for v in values)
 
     def put(self, values: list) -> None:
+        #: Rewrites of the whole list: each is a copy of the key's state in the store's next version.
+        self.puts = getattr(self, "puts", 0) + 1
         self.items = [tuple(v) for v in values]
 
     def clear(self) -> None:
@@ -555,8 +561,8 @@ def test_the_fraud_detector_judges_in_arrival_order_keeps_the_hour_and_one_evict
         ("o2", micros(at_noon("12:01:00")), 100),
         ("o3", micros(at_noon("12:01:30")), 100),
     ]
-    # One timer for the user: the earliest expiry, o2's (12:01 + 1 h).
-    assert handle.timers == {ms(at_noon("13:01:00"))}
+    # One timer for the user: the earliest expiry, o2's (12:01 + 1 h), up to the 10-minute grid.
+    assert handle.timers == {ms(at_noon("13:10:00"))}
 
     # A later batch is judged against the kept purchases. Its hour [11:01:45, 12:01:45] holds o2 and o3 (o1
     # is later in event time): 10.00 is 10x their mean of 1.00. All four lie within [12:01, 12:02], but o2,
@@ -568,19 +574,27 @@ def test_the_fraud_detector_judges_in_arrival_order_keeps_the_hour_and_one_evict
     ]
     assert later[0].detected_at == datetime.fromtimestamp((BATCH_MS + 5000) / 1000, UTC)
     assert purchases.items[-1] == ("o4", micros(at_noon("12:01:45")), 1000)
-    assert handle.timers == {ms(at_noon("13:01:00"))}
+    assert handle.timers == {ms(at_noon("13:10:00"))}
+    o5 = purchase_row("o5", at_noon("12:15:00"), "1.00", 12)
+    assert list(detector.handleInputRows(("O",), iter([o5]), TimerValues(BATCH_MS + 9000, -1))) == []
+    assert handle.timers == {ms(at_noon("13:10:00"))}
 
-    # Eviction: the timer at 13:01:00 takes o2 (expiry 13:01:00); the rest stay, ordered by event time, and
-    # the timer moves to the next expiry, o3's.
-    assert fire(detector, handle, "O", ms(at_noon("13:01:00"))) == []
-    assert [item[0] for item in purchases.items] == ["o3", "o4", "o1"]
-    assert handle.timers == {ms(at_noon("13:01:30"))}
-    # With the watermark at 13:01:50, o3 (13:01:30) and o4 (13:01:45) go in one pass.
-    assert fire(detector, handle, "O", ms(at_noon("13:01:30")), watermark=ms(at_noon("13:01:50"))) == []
-    assert [item[0] for item in purchases.items] == ["o1"]
-    assert handle.timers == {ms(at_noon("13:02:00"))}
-    assert fire(detector, handle, "O", ms(at_noon("13:02:00"))) == []
+    # Eviction: at 13:10:00 the purchases whose expiry has passed (o2, o3, o4, o1: 13:01:00 to 13:02:00)
+    # leave in one rewrite of the list; o5 stays, and the timer moves to the step after its expiry.
+    assert fire(detector, handle, "O", ms(at_noon("13:10:00"))) == []
+    assert [item[0] for item in purchases.items] == ["o5"]
+    assert purchases.puts == 1
+    assert handle.timers == {ms(at_noon("13:20:00"))}
+    assert fire(detector, handle, "O", ms(at_noon("13:20:00"))) == []
     assert purchases.items == [] and not purchases.exists() and handle.timers == set()
+
+
+def test_eviction_timers_sit_on_the_ten_minute_grid_at_or_after_the_expiry() -> None:
+    assert eviction_timer(NOON) == ms(at_noon("13:00:00"))
+    assert eviction_timer(NOON + 1) == ms(at_noon("13:10:00"))
+    assert eviction_timer(NOON + 9 * MINUTE + 59 * SECOND) == ms(at_noon("13:10:00"))
+    assert eviction_timer(NOON + 10 * MINUTE) == ms(at_noon("13:10:00"))
+    assert eviction_timer(NOON - 1) == ms(at_noon("13:00:00"))
 
 
 def test_fraud_eviction_timers_round_up_to_the_millisecond() -> None:
@@ -596,9 +610,9 @@ def test_fraud_eviction_timers_round_up_to_the_millisecond() -> None:
     hour_later = ms(at_noon("13:00:00"))
     assert handle.timers == {hour_later}
     fire(detector, handle, "O", hour_later)
-    # 12:00:00.000001 + 1 h is after the 13:00:00.000 timer: kept, with a timer at 13:00:00.001.
+    # 12:00:00.000001 + 1 h is after the 13:00:00.000 timer: kept, with a timer at the next step.
     assert [item[0] for item in handle.states["purchases"].items] == ["later"]
-    assert handle.timers == {hour_later + 1}
+    assert handle.timers == {ms(at_noon("13:10:00"))}
 
 
 def test_an_earlier_purchase_moves_the_timer_back_and_old_timers_are_cleared() -> None:
@@ -678,12 +692,31 @@ def test_a_hot_user_costs_its_purchases_times_log_n_not_their_square() -> None:
     assert one_batch_seconds < 5
 
     # The same in 40 batches with eviction in between: the same alerts. Each batch reads the user's list
-    # once for its rows and once for its timer, each time at most the hour + 120 s of watermark delay + a
-    # batch (10,850 purchases); one timer per purchase rereading the list read 20,000 x ~10,000.
+    # once for its rows and once for its timer, each time at most the hour + a 10-minute eviction step +
+    # 120 s of watermark delay + a batch of 180 s (12,500 purchases); one timer per purchase rereading the
+    # list read 20,000 x ~10,000.
     split, handle = run_batches(rows, 40)
     assert {a.alert_id: (a.running_mean, a.triggering_event_ids) for a in split} == found
-    assert handle.states["purchases"].reads <= 2 * 40 * 10_850
+    assert handle.states["purchases"].reads <= 2 * 40 * 12_500
     assert len(handle.timers) == 1
+
+
+def test_a_steady_users_list_is_rewritten_once_per_eviction_step_not_every_batch() -> None:
+    # A purchase every 2 s for 3 h (12:00:00 to 14:59:58), in batches of three (6 s): after the first hour
+    # every batch passes some purchase's expiry. Rewrites (each a copy of the list in the store's next
+    # version) follow the 10-minute grid instead: one per step the watermark passes, 13:00 to 14:50 (it ends
+    # at 14:57:58), 12 of the 1,800 batches; a timer at each expiry made it 1,180.
+    rows = [
+        purchase_row(f"s{i:04d}", at_noon("12:00:00") + timedelta(seconds=2 * i), "1.00", i, "H") for i in range(5400)
+    ]
+    alerts, handle = run_batches(rows, 2160)
+    assert {a.rule for a in alerts} <= {BURST}
+    purchases = handle.states["purchases"]
+    assert purchases.puts == 12
+    # What is held is the last hour (and at most one step more) of purchases, oldest first.
+    held = [item[1] for item in purchases.items]
+    assert held == sorted(held)
+    assert micros(at_noon("14:59:58")) - held[0] <= _HOUR_AND_STEP
 
 
 @pytest.mark.parametrize("seed", range(3))
