@@ -53,7 +53,6 @@ from transforms.keyed_state import (
 SECOND = 1_000_000  # µs
 MINUTE = 60 * SECOND
 HOUR = 60 * MINUTE
-_HOUR_AND_STEP = HOUR + 10 * MINUTE
 #: 2024-01-01T12:00:00Z in µs since the epoch (2024-01-01T00:00:00Z is 1704067200 s).
 NOON = (1_704_067_200 + 12 * 3600) * SECOND
 #: The processing time of the batches below (ms), as Spark's TimerValues hands it over.
@@ -447,6 +446,8 @@ class ListState:
         self.items: list[tuple] = []
         #: Entries handed out by ``get`` so far: what a batch costs in state reads.
         self.reads = 0
+        #: Rewrites of the whole list (``put``): each is a copy of the key's state in the store's next version.
+        self.puts = 0
 
     def exists(self) -> bool:
         return bool(self.items)
@@ -459,8 +460,7 @@ class ListState:
         self.items.extend(tuple(v) for v in values)
 
     def put(self, values: list) -> None:
-        #: Rewrites of the whole list: each is a copy of the key's state in the store's next version.
-        self.puts = getattr(self, "puts", 0) + 1
+        self.puts += 1
         self.items = [tuple(v) for v in values]
 
     def clear(self) -> None:
@@ -716,7 +716,7 @@ def test_a_steady_users_list_is_rewritten_once_per_eviction_step_not_every_batch
     # What is held is the last hour (and at most one step more) of purchases, oldest first.
     held = [item[1] for item in purchases.items]
     assert held == sorted(held)
-    assert micros(at_noon("14:59:58")) - held[0] <= _HOUR_AND_STEP
+    assert micros(at_noon("14:59:58")) - held[0] <= HOUR + EVICTION_STEP // timedelta(microseconds=1)
 
 
 @pytest.mark.parametrize("seed", range(3))
