@@ -19,7 +19,7 @@ from runtime.replay import run_replay
 from runtime.runner import flush_progress, prepare, run_stage_once
 from runtime.stages import Stage, stage_named
 from tests.lines import land
-from transforms.keyed_state import Purchase, judge_purchase
+from transforms.fraud_rules import Purchase, judge_purchase
 from warehouse.catalog import GOLD_FRAUD_ALERTS, GOLD_UNIQUE_URLS, OPS_STREAM_PROGRESS
 from warehouse.delta import read_table
 from warehouse.settings import Settings

@@ -16,12 +16,13 @@ timestamp, the same when a batch is re-run after a crash).
   counts at instant T while its last click is in ``(T - 24 h, T]``; it is taken out once the watermark
   passes ``last click + 24 h`` (one timer per user, at the earliest such instant), and the count is
   re-emitted (down to 0).
-- ``gold.fraud_alerts``: per user, the purchases of the last hour of event time (a ListState). Each new
-  purchase is judged on arrival, in arrival order, against the user's purchases that arrived before it:
+- ``gold.fraud_alerts``: per user, the purchases of the last hour of event time, by minute of event time
+  (a MapState, with each minute's totals in a ValueState). Each new purchase is judged on arrival, in
+  arrival order, against the user's purchases that arrived before it (the rules: ``fraud_rules.py``):
   ``large_amount`` (≥ 10x the mean of those in ``[t - 1 h, t]``) and ``burst`` (3 or more within 60 s,
-  once per episode: not when one of the purchases it bursts with was in a burst already). A purchase is
-  evicted once the watermark passes ``event time + 1 h`` (one timer per user, at the earliest such instant),
-  when no later purchase that is not late can need it.
+  once per episode: not when one of the purchases it bursts with was in a burst already). A minute is
+  evicted once the watermark passes its end + 1 h (one timer per user, on a 10-minute grid), when no later
+  purchase that is not late can need it.
 
 Spark 4.1 refuses state TTL in ``EventTime`` mode (``STATEFUL_PROCESSOR_INCORRECT_TIME_MODE_TO_ASSIGN_TTL``:
 TTL is processing time, for ``ProcessingTime`` mode only), so no state variable here has one: each key's
@@ -30,11 +31,8 @@ event-time timer, at its earliest entry's expiry, bounds the state to the horizo
 Never imports Dagster; the processors run in Spark's Python workers, which import this module.
 """
 
-from bisect import bisect_left, bisect_right
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
-from decimal import ROUND_HALF_EVEN, Decimal
 from typing import Any
 
 from pyspark.sql import DataFrame, Row, SparkSession, Window
@@ -47,23 +45,27 @@ from pyspark.sql.streaming.stateful_processor import (
 )
 from pyspark.sql.types import LongType, StructField, StructType
 
+from transforms.fraud_rules import (
+    BURST,
+    LARGE_AMOUNT,
+    MEAN_HORIZON,
+    MINUTE,
+    Finding,
+    MinuteTotal,
+    Purchase,
+    PurchaseHistory,
+    minute_of,
+    minutes_to_read,
+)
 from warehouse.catalog import GOLD_FRAUD_ALERTS, GOLD_UNIQUE_URLS
 from warehouse.delta import MergeSpec, append_once, materialized, merge_changes_once
 from warehouse.settings import Settings
 
 #: A URL counts for 24 hours of event time after its last click.
 URL_HORIZON = timedelta(hours=24)
-#: large_amount compares a purchase with the mean of the user's purchases in the hour of event time up to it.
-MEAN_HORIZON = timedelta(hours=1)
-LARGE_FACTOR = 10
-#: Expired purchases leave a user's list on a grid of event time this wide: the list is rewritten at most
-#: once a step, and the batches between only append to it, so retained state versions share their files.
+#: Expired minutes of purchases leave a user's state on a grid of event time this wide: one timer call
+#: and one rewrite of the user's minute totals a step, not one a minute.
 EVICTION_STEP = timedelta(minutes=10)
-#: burst: this many purchases within this span of event time (both ends included).
-BURST_PURCHASES = 3
-BURST_SPAN = timedelta(seconds=60)
-
-LARGE_AMOUNT, BURST = "large_amount", "burst"
 
 #: transformWithState keeps several state variables and timers per key in column families, which only the
 #: RocksDB provider has (the default HDFS-backed one fails the query at its first batch).
@@ -106,8 +108,8 @@ def _horizon_micros(span: timedelta) -> int:
 
 
 def eviction_timer(earliest_micros: int) -> int:
-    """The timer (ms) that evicts a purchase made at ``earliest_micros``: the first step of the eviction grid
-    at or after its expiry (event time + ``MEAN_HORIZON``)."""
+    """The timer (ms) that evicts purchases up to ``earliest_micros`` (a minute's last instant): the first
+    step of the eviction grid at or after its expiry (event time + ``MEAN_HORIZON``)."""
     step = _horizon_micros(EVICTION_STEP) // 1000
     return -(-timer_ms(earliest_micros + _horizon_micros(MEAN_HORIZON)) // step) * step
 
@@ -267,193 +269,6 @@ _COUNTS = MergeSpec(
 # --- fraud alerts ------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Purchase:
-    """One purchase as the fraud state keeps it: event time in µs, amount in cents (exact)."""
-
-    event_id: str
-    at: int
-    cents: int
-
-
-@dataclass(frozen=True)
-class Finding:
-    """A rule a purchase broke, with the purchases that show it (trigger included, by event time)."""
-
-    rule: str
-    evidence: tuple[str, ...]
-    running_mean: Decimal | None = None
-
-
-#: How far ``PurchaseHistory`` scans the arrival flags for a neighbour before asking the Fenwick tree.
-_SCAN = 64
-
-
-class PurchaseHistory:
-    """One user's purchases for one batch, sorted once by event time (then event id): those kept in state,
-    which have all arrived, and the batch's own, which arrive one at a time (``arrive``) in arrival order.
-
-    Two Fenwick trees over that order count the arrived purchases and sum their cents, so the hour before a
-    purchase and its neighbours in event time are O(log n) look-ups: a hot user costs its purchases times
-    log n per batch, not their square. ``steps`` counts the trees' steps (the cost, for the tests).
-    """
-
-    def __init__(self, kept: Sequence[Purchase] = (), coming: Sequence[Purchase] = ()) -> None:
-        everything = [*kept, *coming]
-        order = sorted(range(len(everything)), key=lambda i: (everything[i].at, everything[i].event_id))
-        self._order = [everything[i] for i in order]
-        self._times = [p.at for p in self._order]
-        rank = [0] * len(everything)
-        for r, i in enumerate(order):
-            rank[i] = r
-        self._coming = rank[len(kept) :]
-        size = self._size = len(everything)
-        self._arrived = bytearray(size)
-        self._count = [0] * (size + 1)
-        self._cents = [0] * (size + 1)
-        for r in rank[: len(kept)]:
-            self._arrived[r] = 1
-            self._count[r + 1] = 1
-            self._cents[r + 1] = self._order[r].cents
-        for i in range(1, size + 1):  # the trees built in one pass
-            j = i + (i & -i)
-            if j <= size:
-                self._count[j] += self._count[i]
-                self._cents[j] += self._cents[i]
-        self._top = 1 << (size.bit_length() - 1) if size else 0
-        self.arrived = len(kept)
-        self.steps = 0
-
-    @property
-    def earliest(self) -> int | None:
-        """The earliest event time of the user's purchases, kept or coming (µs), or None."""
-        return self._times[0] if self._times else None
-
-    def arrive(self, n: int) -> list[Finding]:
-        """Judge the batch's ``n``-th purchase against those arrived before it, then count it as arrived."""
-        r = self._coming[n]
-        purchase = self._order[r]
-        findings = []
-        large = self._large_amount(r, purchase)
-        if large is not None:
-            findings.append(large)
-        burst = self._burst(r)
-        if burst is not None:
-            findings.append(Finding(BURST, burst))
-        self._mark(r, purchase.cents)
-        return findings
-
-    def _large_amount(self, r: int, purchase: Purchase) -> Finding | None:
-        low = bisect_left(self._times, purchase.at - _horizon_micros(MEAN_HORIZON))
-        high = bisect_right(self._times, purchase.at)
-        count_high, total_high = self._prefix(high)
-        count_low, total_low = self._prefix(low)
-        count, total = count_high - count_low, total_high - total_low
-        if not count or total <= 0 or purchase.cents * count < LARGE_FACTOR * total:
-            return None
-        mean = (Decimal(total) / count).scaleb(-2).quantize(Decimal("0.0001"), ROUND_HALF_EVEN)
-        # The evidence is output: listing it costs its length, once per alert.
-        evidence = tuple(self._order[i].event_id for i in range(low, high) if self._arrived[i] or i == r)
-        return Finding(LARGE_AMOUNT, evidence, mean)
-
-    def _burst(self, r: int) -> tuple[str, ...] | None:
-        """The evidence of a burst episode ``r`` starts, or None (no burst, or one it only continues).
-
-        In the event-time order of the arrived purchases and ``r``, a burst is three consecutive purchases
-        within ``BURST_SPAN`` (any 60 s holding three holds three consecutive ones). ``r`` starts an episode
-        when it is in such a triple and none of the purchases of its triples was in a triple of the arrived
-        ones already (their bursts touch: the same episode, alerted when it started).
-        """
-        back, ahead = self._walk(r, -1, 2), self._walk(r, 1, 2)
-        around = [*reversed(back), r, *ahead]
-        at = len(back)
-        triples = [around[s : s + 3] for s in range(at - 2, at + 1) if s >= 0 and s + 2 < len(around)]
-        triples = [t for t in triples if self._tight(t[0], t[2])]
-        if not triples:
-            return None
-        members = {i for t in triples for i in t if i != r}
-        further_back = self._walk(back[-1], -1, 2) if len(back) == 2 else []
-        further_ahead = self._walk(ahead[-1], 1, 2) if len(ahead) == 2 else []
-        arrived = [*reversed(back + further_back), *ahead, *further_ahead]
-        for q, i in enumerate(arrived):
-            if i in members:
-                for s in range(max(0, q - 2), min(q, len(arrived) - 3) + 1):
-                    if self._tight(arrived[s], arrived[s + 2]):
-                        return None
-        return tuple(self._order[i].event_id for i in triples[0])
-
-    def _tight(self, first: int, third: int) -> bool:
-        return self._times[third] - self._times[first] <= _horizon_micros(BURST_SPAN)
-
-    def _walk(self, r: int, direction: int, wanted: int) -> list[int]:
-        """Up to ``wanted`` arrived purchases next to rank ``r`` in event time, nearest first."""
-        found: list[int] = []
-        while len(found) < wanted:
-            # Arrivals come nearly in event-time order, so a neighbour is almost always a few flags away;
-            # the tree bounds the rest (a batch arriving backwards in time) to O(log n).
-            if direction < 0:
-                i = self._arrived.rfind(1, max(0, r - _SCAN), r)
-                if i < 0 and r > _SCAN:
-                    before = self._prefix(r)[0]
-                    i = self._kth(before - 1) if before else -1
-            else:
-                i = self._arrived.find(1, r + 1, r + 1 + _SCAN)
-                if i < 0 and r + 1 + _SCAN < self._size:
-                    upto = self._prefix(r + 1)[0]
-                    i = self._kth(upto) if upto < self.arrived else -1
-            if i < 0:
-                break
-            found.append(i)
-            r = i
-        return found
-
-    def _prefix(self, r: int) -> tuple[int, int]:
-        """Arrived purchases among the first ``r`` ranks: how many, and their cents."""
-        count = cents = steps = 0
-        while r > 0:
-            count += self._count[r]
-            cents += self._cents[r]
-            r &= r - 1
-            steps += 1
-        self.steps += steps
-        return count, cents
-
-    def _kth(self, k: int) -> int:
-        """The rank of the ``k``-th arrived purchase (from 0) in event-time order."""
-        position, step, steps = 0, self._top, 0
-        while step:
-            following = position + step
-            if following <= self._size and self._count[following] <= k:
-                position = following
-                k -= self._count[following]
-            step >>= 1
-            steps += 1
-        self.steps += steps
-        return position
-
-    def _mark(self, r: int, cents: int) -> None:
-        self._arrived[r] = 1
-        self.arrived += 1
-        i, steps = r + 1, 0
-        while i <= self._size:
-            self._count[i] += 1
-            self._cents[i] += cents
-            i += i & -i
-            steps += 1
-        self.steps += steps
-
-
-def judge_purchase(purchase: Purchase, earlier: Sequence[Purchase]) -> list[Finding]:
-    """The rules ``purchase`` breaks, judged against the user's purchases that arrived before it.
-
-    - ``large_amount``: amount ≥ 10 x the mean of the earlier purchases with event time in ``[t - 1 h, t]``;
-      needs at least one, and a positive sum (a mean of zero or less makes every amount "large").
-    - ``burst``: with it, 3 or more purchases fall within 60 s of event time (a span of exactly 60 s counts),
-      and none of the purchases it makes them with was in such a burst before: one alert per episode.
-    """
-    return PurchaseHistory(earlier, [purchase]).arrive(0)
-
-
 def arrival_key(row: Row) -> tuple:
     """Arrival order of a silver event: silver batch, bronze ingest time, then the line's place in its file
     (landing files are named by arrival stamp) or its Kafka partition and offset (``source_position``)."""
@@ -468,55 +283,119 @@ def arrival_key(row: Row) -> tuple:
 
 
 class FraudDetector(StatefulProcessor):
-    """Per user: the purchases of the last hour of event time (a ListState), and one timer at the earliest
-    one's expiry (event time + 1 h) rounded up to the ``EVICTION_STEP`` grid. Judges each new purchase on
-    arrival.
+    """Per user: the purchases of the last hour of event time by minute of event time (a MapState from the
+    minute's start to its purchases), each minute's count and cents (one ValueState), and one timer at the
+    earliest minute's expiry (its end + 1 h) rounded up to the ``EVICTION_STEP`` grid. Judges each new
+    purchase on arrival.
 
-    A batch loads the list once (O(state)), judges its purchases in O(log n) each (``PurchaseHistory``) and
-    appends them. When the timer fires, every purchase whose expiry the watermark has passed goes in one
-    pass, and the timer moves to the grid step after the next expiry: a batch costs O(batch log n + state)
-    per user, and the list is rewritten once a step (a timer per expiry would rewrite it nearly every batch
-    once the first hour has passed, and every retained state version would carry a copy of the store).
-    Purchases kept past their expiry until the step change no verdict: every purchase judged later is at or
-    after the watermark, more than an hour after them.
+    A batch reads the minute totals, and whole only the minutes its purchases can see in detail (the two
+    minutes either side of each, and the one holding its ``t - 1 h``; ``fraud_rules.minutes_to_read``); the
+    hour's other minutes weigh in as totals, and a ``large_amount`` alert reads them for its evidence. It
+    writes back only the minutes its purchases fall in. So a batch costs the minutes around its purchases,
+    not the user's hour, and the store's versions differ by those minutes.
+
+    When the timer fires, every minute whose expiry the watermark has passed leaves (a removal each) and the
+    timer moves to the grid step after the next expiry. Minutes kept past their expiry until the step change
+    no verdict: every purchase judged later is at or after the watermark, more than an hour after them.
     """
 
     def init(self, handle: StatefulProcessorHandle) -> None:
         self.handle = handle
-        self.purchases = handle.getListState("purchases", "event_id string, at long, cents long")
+        self.minutes = handle.getValueState("minutes", "starts array<long>, counts array<long>, cents array<long>")
+        self.by_minute = handle.getMapState(
+            "by_minute", "start long", "event_ids array<string>, ats array<long>, cents array<long>"
+        )
+        # Checkpoints written before the minutes (stop 44) hold a user's purchases in one list: each user's
+        # list moves into minutes at the user's next batch or timer, so no verdict loses a kept purchase.
+        self.listed = handle.getListState("purchases", "event_id string, at long, cents long")
 
     def handleInputRows(self, key: Any, rows: Iterator[Row], timerValues: TimerValues) -> Iterator[Row]:
         detected_at = instant(timerValues.getCurrentProcessingTimeInMs() * 1000)
         arriving = sorted(rows, key=arrival_key)
         coming = [Purchase(row.event_id, micros(row.event_time), int(row.amount * 100)) for row in arriving]
-        history = PurchaseHistory([Purchase(*kept) for kept in self.purchases.get()], coming)
+        totals = self._totals()
+        self._adopt_list(totals)
+        read = {start: self._minute(start) for start in sorted(minutes_to_read(coming, totals))}
+        history = PurchaseHistory(
+            [kept for minute in read.values() for kept in minute],
+            coming,
+            [MinuteTotal(start, *totals[start]) for start in sorted(totals) if start not in read],
+            self._minute,
+        )
         alerts = [
             _alert(key[0], row, finding, detected_at) for n, row in enumerate(arriving) for finding in history.arrive(n)
         ]
-        self.purchases.appendList([(p.event_id, p.at, p.cents) for p in coming])
-        earliest = history.earliest
-        _keep_one_timer(self.handle, None if earliest is None else eviction_timer(earliest))
+        written: dict[int, list[Purchase]] = {}
+        for purchase in coming:
+            start = minute_of(purchase.at)
+            written.setdefault(start, list(read.get(start, ()))).append(purchase)
+        for start, minute in written.items():
+            self._write_minute(start, minute, totals)
+        self._keep(totals)
         return iter(alerts)
 
     def handleExpiredTimer(
         self, key: Any, timerValues: TimerValues, expiredTimerInfo: ExpiredTimerInfo
     ) -> Iterator[Row]:
         # Safe to forget: a purchase not dropped as late from now on is after the watermark, which is past
-        # each expiry evicted here, so more than an hour after every purchase evicted here. Spark fires every
-        # timer at or before the watermark in this batch anyway: evicting up to it is the same, in one pass.
+        # each minute's expiry here, so more than an hour after every purchase of those minutes. Spark fires
+        # every timer at or before the watermark in this batch anyway: evicting up to it is the same.
         passed = max(expiredTimerInfo.getExpiryTimeInMs(), timerValues.getCurrentWatermarkInMs())
+        totals = self._totals()
+        self._adopt_list(totals)
         horizon = _horizon_micros(MEAN_HORIZON)
-        held = [tuple(p) for p in self.purchases.get()]
-        kept = sorted((p for p in held if timer_ms(p[1] + horizon) > passed), key=lambda p: (p[1], p[0]))
-        if not kept:
-            self.purchases.clear()
-        elif len(kept) < len(held):
-            self.purchases.put(kept)
-        _keep_one_timer(self.handle, eviction_timer(kept[0][1]) if kept else None, passed)
+        for start in [start for start in totals if timer_ms(_minute_end(start) + horizon) <= passed]:
+            self.by_minute.removeKey((start,))
+            del totals[start]
+        self._keep(totals, passed)
         return iter([])
+
+    def _totals(self) -> dict[int, tuple[int, int]]:
+        """The minutes held: start (µs) → (purchases, cents)."""
+        if not self.minutes.exists():
+            return {}
+        starts, counts, cents = self.minutes.get()
+        return {start: (count, total) for start, count, total in zip(starts, counts, cents, strict=True)}
+
+    def _adopt_list(self, totals: dict[int, tuple[int, int]]) -> None:
+        """Move a list-state checkpoint's purchases of this user into their minutes (and ``totals``)."""
+        if not self.listed.exists():
+            return
+        listed: dict[int, list[Purchase]] = {}
+        for kept in self.listed.get():
+            purchase = Purchase(*kept)
+            listed.setdefault(minute_of(purchase.at), []).append(purchase)
+        for start, purchases in listed.items():
+            self._write_minute(start, [*self._minute(start), *purchases], totals)
+        self.listed.clear()
+
+    def _write_minute(self, start: int, minute: list[Purchase], totals: dict[int, tuple[int, int]]) -> None:
+        self.by_minute.updateValue(
+            (start,), ([p.event_id for p in minute], [p.at for p in minute], [p.cents for p in minute])
+        )
+        totals[start] = (len(minute), sum(p.cents for p in minute))
+
+    def _minute(self, start: int) -> list[Purchase]:
+        held = self.by_minute.getValue((start,))
+        return [Purchase(*kept) for kept in zip(*held, strict=True)] if held is not None else []
+
+    def _keep(self, totals: dict[int, tuple[int, int]], passed: int | None = None) -> None:
+        """Store the minute totals and leave one timer at the earliest minute's eviction (none if none)."""
+        if not totals:
+            self.minutes.clear()
+            _keep_one_timer(self.handle, None, passed)
+            return
+        starts = sorted(totals)
+        self.minutes.update((starts, [totals[s][0] for s in starts], [totals[s][1] for s in starts]))
+        _keep_one_timer(self.handle, eviction_timer(_minute_end(starts[0])), passed)
 
     def close(self) -> None:
         pass
+
+
+def _minute_end(start: int) -> int:
+    """The last instant (µs) of the minute starting at ``start``."""
+    return start + _horizon_micros(MINUTE) - 1
 
 
 def _alert(user: str, row: Row, finding: Finding, detected_at: datetime) -> Row:

@@ -29,23 +29,29 @@ import pytest
 from pyspark.sql import Row
 from pyspark.sql.streaming.stateful_processor import ExpiredTimerInfo, TimerValues
 
-from transforms.keyed_state import (
+from transforms.fraud_rules import (
     BURST,
     BURST_PURCHASES,
     BURST_SPAN,
-    EVICTION_STEP,
     LARGE_AMOUNT,
     LARGE_FACTOR,
     MEAN_HORIZON,
+    Finding,
+    MinuteTotal,
+    Purchase,
+    PurchaseHistory,
+    judge_purchase,
+    minute_of,
+    minutes_to_read,
+)
+from transforms.keyed_state import (
+    EVICTION_STEP,
     URL_HORIZON,
     DistinctUrlCounter,
     FraudDetector,
-    Purchase,
-    PurchaseHistory,
     arrival_key,
     eviction_timer,
     instant,
-    judge_purchase,
     micros,
     timer_ms,
 )
@@ -296,6 +302,69 @@ def test_purchase_history_kept_purchases_have_arrived() -> None:
     assert PurchaseHistory().earliest is None
 
 
+def test_a_batch_reads_the_minutes_within_two_bursts_of_its_purchases_and_at_its_hours_edge() -> None:
+    # One purchase at 12:30:30. Within 120 s: 12:28:30 to 12:32:30, minutes 12:28 to 12:32; its hour opens
+    # at 11:30:30, in minute 11:30. Every other held minute is wholly inside or outside the hour.
+    held = [minute_of(NOON + m * MINUTE) for m in range(-40, 40)]
+    assert minute_of(NOON + 59 * SECOND) == NOON and minute_of(NOON - 1) == NOON - MINUTE
+    assert minutes_to_read([p("x", 30 * 60 + 30, "1.00")], held) == {NOON + m * MINUTE for m in [-30, *range(28, 33)]}
+    assert minutes_to_read([p("x", -20 * 60, "1.00")], held) == {
+        NOON + m * MINUTE for m in [-80, *range(-22, -17)]
+    } & set(held)
+    # At a minute's start, 120 s either side are minutes' starts: two minutes before, its own, two after (the
+    # minute holding 120 s after starts there); its hour's edge, 11:00, is not held.
+    assert minutes_to_read([p("x", 0, "1.00")], held) == {NOON + m * MINUTE for m in range(-2, 3)}
+    assert minutes_to_read([], held) == set()
+
+
+def test_minute_totals_stand_in_for_a_minute_and_expand_for_the_evidence() -> None:
+    # Kept: three purchases of 1.00 in minute 11:40 (20 minutes before), read back only for evidence.
+    old = [p("k1", -20 * 60, "1.00"), p("k2", -20 * 60 + 10, "1.00"), p("k3", -20 * 60 + 50, "1.00")]
+    expanded: list[int] = []
+
+    def expand(start: int) -> list[Purchase]:
+        expanded.append(start)
+        return [purchase for purchase in old if minute_of(purchase.at) == start]
+
+    history = PurchaseHistory((), [p("n", 0, "10.00")], [MinuteTotal(NOON - 20 * MINUTE, 3, 300)], expand)
+    assert history.arrived == 1 and history.earliest == NOON - 20 * MINUTE
+    assert history.arrive(0) == [Finding(LARGE_AMOUNT, ("k1", "k2", "k3", "n"), Decimal("1.0000"))]
+    assert expanded == [NOON - 20 * MINUTE]
+    # Below the factor, nothing is read back.
+    quiet = PurchaseHistory((), [p("n", 0, "9.99")], [MinuteTotal(NOON - 20 * MINUTE, 3, 300)], expand)
+    assert quiet.arrive(0) == [] and expanded == [NOON - 20 * MINUTE]
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_minute_totals_give_the_verdicts_of_the_purchases_they_stand_for(seed: int) -> None:
+    # Random kept purchases over 2 hours (bursty, some large, some refunds) and a batch of random purchases
+    # in its last 15 minutes, arriving in random order: judged against every kept purchase, and against the
+    # minutes ``minutes_to_read`` picks plus totals for the rest, the findings are the same.
+    rng = random.Random(seed)
+    for _ in range(150):
+        kept = [
+            Purchase(f"k{i:03d}", NOON + rng.randint(0, 7200 * 4) * SECOND // 4, rng.choice([1, 100, 100, 900, -50]))
+            for i in range(rng.randint(0, 120))
+        ]
+        coming = [
+            Purchase(f"n{i:02d}", NOON + rng.randint(6300 * 4, 7200 * 4) * SECOND // 4, rng.choice([100, 1000, 5000]))
+            for i in range(rng.randint(1, 12))
+        ]
+        minutes: dict[int, list[Purchase]] = {}
+        for purchase in kept:
+            minutes.setdefault(minute_of(purchase.at), []).append(purchase)
+        read = minutes_to_read(coming, minutes)
+        totals = [
+            MinuteTotal(start, len(minutes[start]), sum(q.cents for q in minutes[start]))
+            for start in minutes
+            if start not in read
+        ]
+        whole = PurchaseHistory(kept, coming)
+        by_minute = PurchaseHistory([q for s in read for q in minutes[s]], coming, totals, minutes.__getitem__)
+        for n in range(len(coming)):
+            assert by_minute.arrive(n) == whole.arrive(n), (kept, coming, n)
+
+
 # --- a definition-level reference, against random histories ---------------------------------------------
 
 
@@ -427,14 +496,26 @@ class ValueState:
 class MapState:
     def __init__(self) -> None:
         self.entries: dict[tuple, tuple] = {}
+        #: Items handed out by ``getValue`` and written by ``updateValue`` (a value holding lists counts
+        #: their length: the fraud detector's purchases), and keys removed: what batches cost the store.
+        self.reads = self.writes = self.removals = 0
+
+    @staticmethod
+    def _items(value: tuple) -> int:
+        return len(value[0]) if isinstance(value[0], list) else 1
 
     def getValue(self, key: tuple) -> tuple | None:
-        return self.entries.get(key)
+        value = self.entries.get(key)
+        if value is not None:
+            self.reads += self._items(value)
+        return value
 
     def updateValue(self, key: tuple, value: tuple) -> None:
+        self.writes += self._items(tuple(value))
         self.entries[key] = tuple(value)
 
     def removeKey(self, key: tuple) -> None:
+        self.removals += 1
         del self.entries[key]
 
     def iterator(self) -> Iterator[tuple[tuple, tuple]]:
@@ -555,38 +636,58 @@ def test_the_fraud_detector_judges_in_arrival_order_keeps_the_hour_and_one_evict
             detected_at=datetime.fromtimestamp(BATCH_MS / 1000, UTC),
         )
     ]
-    purchases = handle.states["purchases"]
-    assert purchases.items == [
-        ("o1", micros(at_noon("12:02:00")), 100),
-        ("o2", micros(at_noon("12:01:00")), 100),
-        ("o3", micros(at_noon("12:01:30")), 100),
-    ]
-    # One timer for the user: the earliest expiry, o2's (12:01 + 1 h), up to the 10-minute grid.
+    # Kept by minute of event time, each minute in arrival order, with its count and cents.
+    by_minute, minutes = handle.states["by_minute"], handle.states["minutes"]
+    twelve_01, twelve_02 = micros(at_noon("12:01:00")), micros(at_noon("12:02:00"))
+    assert by_minute.entries == {
+        (twelve_01,): (["o2", "o3"], [twelve_01, micros(at_noon("12:01:30"))], [100, 100]),
+        (twelve_02,): (["o1"], [twelve_02], [100]),
+    }
+    assert minutes.value == ([twelve_01, twelve_02], [2, 1], [200, 100])
+    # One timer for the user: the earliest minute's expiry (12:02 + 1 h), up to the 10-minute grid.
     assert handle.timers == {ms(at_noon("13:10:00"))}
 
     # A later batch is judged against the kept purchases. Its hour [11:01:45, 12:01:45] holds o2 and o3 (o1
     # is later in event time): 10.00 is 10x their mean of 1.00. All four lie within [12:01, 12:02], but o2,
-    # o3 and o1 were a burst already (alerted at o3): the same episode, no second burst alert.
+    # o3 and o1 were a burst already (alerted at o3): the same episode, no second burst alert. Both minutes
+    # are within 120 s of o4, so both are read whole.
     o4 = purchase_row("o4", at_noon("12:01:45"), "10.00", 11)
     later = list(detector.handleInputRows(("O",), iter([o4]), TimerValues(BATCH_MS + 5000, -1)))
     assert [(a.alert_id, a.running_mean, a.triggering_event_ids) for a in later] == [
         ("large_amount:o4", Decimal("1.0000"), ["o2", "o3", "o4"]),
     ]
     assert later[0].detected_at == datetime.fromtimestamp((BATCH_MS + 5000) / 1000, UTC)
-    assert purchases.items[-1] == ("o4", micros(at_noon("12:01:45")), 1000)
-    assert handle.timers == {ms(at_noon("13:10:00"))}
-    o5 = purchase_row("o5", at_noon("12:15:00"), "1.00", 12)
-    assert list(detector.handleInputRows(("O",), iter([o5]), TimerValues(BATCH_MS + 9000, -1))) == []
+    assert by_minute.reads == 3
+    assert by_minute.entries[(twelve_01,)][0] == ["o2", "o3", "o4"]
+    assert minutes.value == ([twelve_01, twelve_02], [3, 1], [1200, 100])
     assert handle.timers == {ms(at_noon("13:10:00"))}
 
-    # Eviction: at 13:10:00 the purchases whose expiry has passed (o2, o3, o4, o1: 13:01:00 to 13:02:00)
-    # leave in one rewrite of the list; o5 stays, and the timer moves to the step after its expiry.
+    # o5 (12:15) reads no minute: 12:01 and 12:02 are more than 120 s away and inside its hour, so they
+    # weigh in as totals (4 purchases, 13.00: a mean of 3.25, and 1.00 is no large amount).
+    o5 = purchase_row("o5", at_noon("12:15:00"), "1.00", 12)
+    assert list(detector.handleInputRows(("O",), iter([o5]), TimerValues(BATCH_MS + 9000, -1))) == []
+    assert by_minute.reads == 3
+    assert handle.timers == {ms(at_noon("13:10:00"))}
+    # o6 (12:20, 40.00) is over 10x the mean of o1 to o5 (5 purchases, 14.00: 2.80): its evidence reads the
+    # three minutes it holds as totals then, and only then.
+    o6 = purchase_row("o6", at_noon("12:20:00"), "40.00", 13)
+    large = list(detector.handleInputRows(("O",), iter([o6]), TimerValues(BATCH_MS + 9000, -1)))
+    assert [(a.alert_id, a.running_mean, a.triggering_event_ids) for a in large] == [
+        ("large_amount:o6", Decimal("2.8000"), ["o2", "o3", "o4", "o1", "o5", "o6"]),
+    ]
+    assert by_minute.reads == 3 + 5
+
+    # Eviction: at 13:10:00 the minutes whose expiry has passed (12:01 and 12:02: 13:02 and 13:03) leave, a
+    # removal each; 12:15 and 12:20 stay, and the timer moves to the step after 12:15's expiry (13:16).
     assert fire(detector, handle, "O", ms(at_noon("13:10:00"))) == []
-    assert [item[0] for item in purchases.items] == ["o5"]
-    assert purchases.puts == 1
+    assert by_minute.removals == 2
+    assert [ids for ids, _, _ in by_minute.entries.values()] == [["o5"], ["o6"]]
     assert handle.timers == {ms(at_noon("13:20:00"))}
     assert fire(detector, handle, "O", ms(at_noon("13:20:00"))) == []
-    assert purchases.items == [] and not purchases.exists() and handle.timers == set()
+    assert [ids for ids, _, _ in by_minute.entries.values()] == [["o6"]]
+    assert handle.timers == {ms(at_noon("13:30:00"))}
+    assert fire(detector, handle, "O", ms(at_noon("13:30:00"))) == []
+    assert by_minute.entries == {} and not minutes.exists() and handle.timers == set()
 
 
 def test_eviction_timers_sit_on_the_ten_minute_grid_at_or_after_the_expiry() -> None:
@@ -597,21 +698,56 @@ def test_eviction_timers_sit_on_the_ten_minute_grid_at_or_after_the_expiry() -> 
     assert eviction_timer(NOON - 1) == ms(at_noon("13:00:00"))
 
 
-def test_fraud_eviction_timers_round_up_to_the_millisecond() -> None:
+def test_a_list_state_checkpoints_purchases_move_into_minutes_and_keep_their_verdicts() -> None:
+    # A checkpoint of the list-state version: o2, o3, o1 kept in one list (arrival order), its timer on the
+    # grid. The user's next batch moves them into their minutes first, so o4 is judged as before: the
+    # large amount over o2 and o3, and no second burst.
     handle = Handle()
     detector = FraudDetector()
     detector.init(handle)
-    exact = at_noon("12:00:00")
+    twelve_01, twelve_02 = micros(at_noon("12:01:00")), micros(at_noon("12:02:00"))
+    handle.states["purchases"].items = [
+        ("o1", twelve_02, 100),
+        ("o2", twelve_01, 100),
+        ("o3", twelve_01 + 30 * SECOND, 100),
+    ]
+    handle.timers = {ms(at_noon("13:10:00"))}
+    o4 = purchase_row("o4", at_noon("12:01:45"), "10.00", 11)
+    later = list(detector.handleInputRows(("O",), iter([o4]), TimerValues(BATCH_MS, -1)))
+    assert [(a.alert_id, a.running_mean, a.triggering_event_ids) for a in later] == [
+        ("large_amount:o4", Decimal("1.0000"), ["o2", "o3", "o4"]),
+    ]
+    assert not handle.states["purchases"].exists()
+    assert handle.states["minutes"].value == ([twelve_01, twelve_02], [3, 1], [1200, 100])
+    assert handle.timers == {ms(at_noon("13:10:00"))}
+
+    # A user with nothing new moves at its timer, and its expired minutes go at once.
+    idle = Handle()
+    detector.init(idle)
+    idle.states["purchases"].items = [("a", twelve_01, 100), ("b", micros(at_noon("12:15:00")), 100)]
+    idle.timers = {ms(at_noon("13:10:00"))}
+    assert fire(detector, idle, "I", ms(at_noon("13:10:00"))) == []
+    assert not idle.states["purchases"].exists()
+    assert idle.states["by_minute"].entries == {
+        (micros(at_noon("12:15:00")),): (["b"], [micros(at_noon("12:15:00"))], [100])
+    }
+    assert idle.timers == {ms(at_noon("13:20:00"))}
+
+
+def test_a_minute_leaves_when_the_watermark_passes_its_end_plus_an_hour() -> None:
+    handle = Handle()
+    detector = FraudDetector()
+    detector.init(handle)
     rows = [
-        purchase_row("exact", exact, "1.00", 1),
-        purchase_row("later", exact + timedelta(microseconds=1), "1.00", 2),
+        purchase_row("last", at_noon("12:00:00") - timedelta(microseconds=1), "1.00", 1),
+        purchase_row("first", at_noon("12:00:00"), "1.00", 2),
     ]
     list(detector.handleInputRows(("O",), iter(rows), TimerValues(BATCH_MS, -1)))
-    hour_later = ms(at_noon("13:00:00"))
-    assert handle.timers == {hour_later}
-    fire(detector, handle, "O", hour_later)
-    # 12:00:00.000001 + 1 h is after the 13:00:00.000 timer: kept, with a timer at the next step.
-    assert [item[0] for item in handle.states["purchases"].items] == ["later"]
+    # 11:59:59.999999 is the last instant of minute 11:59, which expires at 13:00:00.000: on the grid.
+    assert handle.timers == {ms(at_noon("13:00:00"))}
+    fire(detector, handle, "O", ms(at_noon("13:00:00")))
+    # 12:00:00 opens minute 12:00, which expires at 13:01: kept, with a timer at the next step.
+    assert [ids for ids, _, _ in handle.states["by_minute"].entries.values()] == [["first"]]
     assert handle.timers == {ms(at_noon("13:10:00"))}
 
 
@@ -623,13 +759,13 @@ def test_an_earlier_purchase_moves_the_timer_back_and_old_timers_are_cleared() -
     handle.timers = {ms(at_noon("13:30:00")), ms(at_noon("13:40:00"))}
     list(
         detector.handleInputRows(
-            ("O",), iter([purchase_row("a", at_noon("12:30:00"), "1.00", 1)]), TimerValues(BATCH_MS, -1)
+            ("O",), iter([purchase_row("a", at_noon("12:29:00"), "1.00", 1)]), TimerValues(BATCH_MS, -1)
         )
     )
     assert handle.timers == {ms(at_noon("13:30:00"))}
     list(
         detector.handleInputRows(
-            ("O",), iter([purchase_row("b", at_noon("12:10:00"), "1.00", 2)]), TimerValues(BATCH_MS, -1)
+            ("O",), iter([purchase_row("b", at_noon("12:09:00"), "1.00", 2)]), TimerValues(BATCH_MS, -1)
         )
     )
     assert handle.timers == {ms(at_noon("13:10:00"))}
@@ -691,32 +827,40 @@ def test_a_hot_user_costs_its_purchases_times_log_n_not_their_square() -> None:
     assert history.steps < 40 * len(rows)
     assert one_batch_seconds < 5
 
-    # The same in 40 batches with eviction in between: the same alerts. Each batch reads the user's list
-    # once for its rows and once for its timer, each time at most the hour + a 10-minute eviction step +
-    # 120 s of watermark delay + a batch of 180 s (12,500 purchases); one timer per purchase rereading the
-    # list read 20,000 x ~10,000.
+    # The same in 40 batches with eviction in between: the same alerts. A batch (500 purchases, 180 s, three
+    # whole minutes of 166-167) reads whole only the held minutes within 120 s of its purchases (the two
+    # before its first) and those holding its purchases' t - 1 h (at most four), so at most six minutes of
+    # 167; the large amount's evidence reads the hour once (10,001). Reading the hour a batch read 500,000.
     split, handle = run_batches(rows, 40)
     assert {a.alert_id: (a.running_mean, a.triggering_event_ids) for a in split} == found
-    assert handle.states["purchases"].reads <= 2 * 40 * 12_500
+    by_minute = handle.states["by_minute"]
+    assert by_minute.reads <= 40 * 6 * 167 + 10_001
+    # Each purchase is written once: the batches hold whole minutes, so no minute is rewritten.
+    assert by_minute.writes == 20_000
     assert len(handle.timers) == 1
 
 
-def test_a_steady_users_list_is_rewritten_once_per_eviction_step_not_every_batch() -> None:
-    # A purchase every 2 s for 3 h (12:00:00 to 14:59:58), in batches of three (6 s): after the first hour
-    # every batch passes some purchase's expiry. Rewrites (each a copy of the list in the store's next
-    # version) follow the 10-minute grid instead: one per step the watermark passes, 13:00 to 14:50 (it ends
-    # at 14:57:58), 12 of the 1,800 batches; a timer at each expiry made it 1,180.
+def test_a_steady_users_batches_read_the_minutes_around_their_purchases_not_the_hour() -> None:
+    # A purchase every 2 s for 3 h (12:00:00 to 14:59:58, 30 a minute), in batches of 2 or 3 (5 s). A batch
+    # reads whole the held minutes within 120 s of its purchases (three: the two before and its own) and
+    # the one holding t - 1 h (still held until the grid step passes it): at most 4 x 30, where reading the
+    # user's hour read 1,800 to 2,100. It writes the minutes its purchases fall in: at most its own minute
+    # and the one before (31 purchases).
     rows = [
         purchase_row(f"s{i:04d}", at_noon("12:00:00") + timedelta(seconds=2 * i), "1.00", i, "H") for i in range(5400)
     ]
     alerts, handle = run_batches(rows, 2160)
     assert {a.rule for a in alerts} <= {BURST}
-    purchases = handle.states["purchases"]
-    assert purchases.puts == 12
-    # What is held is the last hour (and at most one step more) of purchases, oldest first.
-    held = [item[1] for item in purchases.items]
-    assert held == sorted(held)
-    assert micros(at_noon("14:59:58")) - held[0] <= HOUR + EVICTION_STEP // timedelta(microseconds=1)
+    by_minute = handle.states["by_minute"]
+    assert by_minute.reads <= 2160 * 4 * 30
+    assert by_minute.writes <= 2160 * 31
+    # Held: the last hour of minutes and at most a step more, oldest first in the totals; the 180 minutes
+    # less those held were removed, one removal each.
+    starts, counts, _ = handle.states["minutes"].value
+    assert starts == sorted(starts) and set(counts) == {30}
+    assert micros(at_noon("14:59:00")) - starts[0] <= HOUR + EVICTION_STEP // timedelta(microseconds=1)
+    assert by_minute.removals == 180 - len(starts)
+    assert sorted(key for (key,) in by_minute.entries) == starts
 
 
 @pytest.mark.parametrize("seed", range(3))
