@@ -32,6 +32,7 @@ LARGE_AMOUNT, BURST = "large_amount", "burst"
 
 
 def span_micros(span: timedelta) -> int:
+    """A span of event time in whole microseconds."""
     return span // timedelta(microseconds=1)
 
 
@@ -126,7 +127,7 @@ class PurchaseHistory:
         for r, i in enumerate(order):
             rank[i] = r
         held = len(kept) + len(totals)
-        self._totals = set(rank[len(kept) : held])
+        self._total_ranks = set(rank[len(kept) : held])
         self._expand = expand
         self._coming = rank[held:]
         size = self._size = len(everything)
@@ -181,7 +182,7 @@ class PurchaseHistory:
         evidence: list[str] = []
         for i in range(low, high):
             entry = self._order[i]
-            if i in self._totals and self._expand is not None:
+            if i in self._total_ranks and self._expand is not None:
                 evidence.extend(p.event_id for p in sorted(self._expand(entry.at), key=lambda p: (p.at, p.event_id)))
             elif self._arrived[i] or i == r:
                 evidence.append(entry.event_id)

@@ -56,6 +56,7 @@ from transforms.fraud_rules import (
     PurchaseHistory,
     minute_of,
     minutes_to_read,
+    span_micros,
 )
 from warehouse.catalog import GOLD_FRAUD_ALERTS, GOLD_UNIQUE_URLS
 from warehouse.delta import MergeSpec, append_once, materialized, merge_changes_once
@@ -103,15 +104,11 @@ def timer_ms(at_micros: int) -> int:
     return -(-at_micros // 1000)
 
 
-def _horizon_micros(span: timedelta) -> int:
-    return span // _MICROS
-
-
 def eviction_timer(earliest_micros: int) -> int:
     """The timer (ms) that evicts purchases up to ``earliest_micros`` (a minute's last instant): the first
     step of the eviction grid at or after its expiry (event time + ``MEAN_HORIZON``)."""
-    step = _horizon_micros(EVICTION_STEP) // 1000
-    return -(-timer_ms(earliest_micros + _horizon_micros(MEAN_HORIZON)) // step) * step
+    step = span_micros(EVICTION_STEP) // 1000
+    return -(-timer_ms(earliest_micros + span_micros(MEAN_HORIZON)) // step) * step
 
 
 def _keep_one_timer(handle: StatefulProcessorHandle, wanted: int | None, passed: int | None = None) -> None:
@@ -172,7 +169,7 @@ class DistinctUrlCounter(StatefulProcessor):
         # per expiry would have reported).
         fired = expiredTimerInfo.getExpiryTimeInMs()
         passed = max(fired, timerValues.getCurrentWatermarkInMs())
-        horizon = _horizon_micros(URL_HORIZON)
+        horizon = span_micros(URL_HORIZON)
         lowered = fired
         for (url,), (at,) in list(self.last_click.iterator()):
             expiry = timer_ms(at + horizon)
@@ -193,7 +190,7 @@ class DistinctUrlCounter(StatefulProcessor):
 
         One pass over the user's URLs (O(state)), once per batch for its clicks and once for its timer.
         """
-        horizon = _horizon_micros(URL_HORIZON)
+        horizon = span_micros(URL_HORIZON)
         clicks = [at for _, (at,) in self.last_click.iterator()]
         count = sum(1 for at in clicks if at > reference - horizon)
         _keep_one_timer(self.handle, timer_ms(min(clicks) + horizon) if clicks else None, passed)
@@ -325,6 +322,8 @@ class FraudDetector(StatefulProcessor):
         alerts = [
             _alert(key[0], row, finding, detected_at) for n, row in enumerate(arriving) for finding in history.arrive(n)
         ]
+        # Each coming purchase's own minute, if held, was read whole (``minutes_to_read``), so the minute
+        # written back is the kept purchases plus the new ones.
         written: dict[int, list[Purchase]] = {}
         for purchase in coming:
             start = minute_of(purchase.at)
@@ -343,7 +342,7 @@ class FraudDetector(StatefulProcessor):
         passed = max(expiredTimerInfo.getExpiryTimeInMs(), timerValues.getCurrentWatermarkInMs())
         totals = self._totals()
         self._adopt_list(totals)
-        horizon = _horizon_micros(MEAN_HORIZON)
+        horizon = span_micros(MEAN_HORIZON)
         for start in [start for start in totals if timer_ms(_minute_end(start) + horizon) <= passed]:
             self.by_minute.removeKey((start,))
             del totals[start]
@@ -395,7 +394,7 @@ class FraudDetector(StatefulProcessor):
 
 def _minute_end(start: int) -> int:
     """The last instant (µs) of the minute starting at ``start``."""
-    return start + _horizon_micros(MINUTE) - 1
+    return start + span_micros(MINUTE) - 1
 
 
 def _alert(user: str, row: Row, finding: Finding, detected_at: datetime) -> Row:
