@@ -436,7 +436,8 @@ class Chaos:
         seen = {run["runId"] for run in self.runs()}
         self.start_daemon()
         self.nudge()
-        # Under the load, with the stream down, the runs queued before it each carry minutes of backlog first.
+        # Under the load, with the stream down, the runs queued before it each carry minutes of backlog first;
+        # a run the old daemon left STARTING is failed only by run monitoring's 600 s start timeout.
         self.wait(
             "a sensor run launched by the new daemon to succeed",
             lambda: any(r["status"] == "SUCCESS" for r in self.runs("lakehouse_once") if r["runId"] not in seen),
