@@ -42,6 +42,7 @@ from warehouse.catalog import (
     user_spend_table,
 )
 from warehouse.delta import batch_scope, table_version
+from warehouse.maintenance import checkpoint_log
 from warehouse.settings import Settings
 
 Key = tuple[str, int]  # (user_id, window start in epoch seconds)
@@ -348,3 +349,22 @@ def test_reconcile_rerun_after_crash_at_each_write_ends_exact(
         assert reconcile.repair_dates(spark, settings, [date(2024, 1, 1)])["keys_changed"] == 0
 
     assert_changes_no_row(spark, settings, repair_again)
+
+
+@pytest.mark.quick
+def test_a_batch_written_again_after_maintains_log_checkpoint_writes_nothing_twice(
+    spark: SparkSession, tmp_path
+) -> None:
+    """`maintain` checkpoints logs with delta-rs: Spark, reading the table from that checkpoint alone, still
+    knows each writer's last transaction version, so a batch written again after a crash is skipped."""
+    path = tmp_path / "t"
+    for batch in range(3):
+        rows = spark.range(batch * 10, batch * 10 + 10)
+        rows.write.format("delta").mode("append").option("txnAppId", "app").option("txnVersion", batch).save(str(path))
+    checkpoint_log(path)
+    assert (path / "_delta_log" / f"{2:020d}.checkpoint.parquet").is_file()
+    spark._jvm.org.apache.spark.sql.delta.DeltaLog.clearCache()  # read the log again, from the checkpoint
+    again = spark.range(20, 30).write.format("delta").mode("append")
+    again.option("txnAppId", "app").option("txnVersion", 2).save(str(path))
+    assert spark.read.format("delta").load(str(path)).count() == 30
+    assert DeltaTable(str(path)).version() == 2

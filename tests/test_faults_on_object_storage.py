@@ -2,7 +2,8 @@
 as on disk (``tests/unit/test_faults.py``), laid out on the S3 server the tests start (moto's, on 127.0.0.1),
 read through the same locations the streams use. On S3 there is no rename and no Hadoop checksum beside a
 checkpoint file, so each fault must be seen from the objects alone. No Spark: the checks read objects only
-(the recovery, a replay on S3, is ``tests/test_cluster.py``'s)."""
+(the recovery, a replay on S3, is ``tests/test_cluster.py``'s). Also from the objects alone: which files of a
+table ``maintain`` may vacuum."""
 
 from pathlib import Path
 
@@ -14,6 +15,7 @@ from devtools.objectstore import TEST_CREDENTIALS, ObjectStore
 from runtime.checkpoints import LANDING_STAGE, record_finished, uncommitted_batch
 from runtime.faults import Fault, check_home, damaged_checkpoint, damaged_log
 from tests.unit.test_faults import DAMAGES, _checkpoint
+from warehouse.maintenance import deletable_files
 from warehouse.settings import Settings
 from warehouse.storage import Location, delta_options, is_remote
 
@@ -73,3 +75,13 @@ def test_a_missing_commit_a_lost_newest_one_and_a_cut_one_are_named_on_object_st
     newest = log / f"{2:020d}.json"
     newest.write_bytes(newest.read_bytes()[:50])
     assert damaged_log(tables / "cut") == f"{2:020d}.json is truncated or corrupt"
+
+
+def test_what_vacuum_may_delete_is_read_from_the_objects_times(settings: Settings) -> None:
+    """A file an overwrite replaced is VACUUM's once older than the retention: the objects' own times say so."""
+    table = settings.tables_dir / "replaced"
+    options = delta_options(table)
+    write_deltalake(str(table), pa.table({"n": [1]}), storage_options=options)
+    write_deltalake(str(table), pa.table({"n": [2]}), mode="overwrite", storage_options=options)
+    assert deletable_files(table, 1) == 0
+    assert deletable_files(table, 0) == 1

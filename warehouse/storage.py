@@ -184,6 +184,29 @@ def files_under(folder: Location) -> list[str]:
     return [key[len(prefix) :] for key in folder.fs.find(folder.path) if key.startswith(prefix)]
 
 
+def file_times(folder: Location) -> dict[str, float]:
+    """Every file under ``folder``, at any depth, relative to it as in :func:`files_under`, with its modification
+    time in seconds since the epoch."""
+    if not is_remote(folder):
+        found = {}
+        for parent, _, names in os.walk(folder):
+            for name in names:
+                try:
+                    found[os.path.relpath(os.path.join(parent, name), folder)] = os.stat(
+                        os.path.join(parent, name)
+                    ).st_mtime
+                except FileNotFoundError:  # gone since the listing
+                    continue
+        return found
+    prefix = folder.path.rstrip("/") + "/"
+    listed = folder.fs.find(folder.path, detail=True)
+    return {
+        key[len(prefix) :]: info["LastModified"].timestamp() if info.get("LastModified") is not None else 0.0
+        for key, info in listed.items()
+        if key.startswith(prefix)
+    }
+
+
 def remove_tree(location: Location) -> None:
     """Delete a folder and everything under it; fine when it does not exist."""
     if not is_remote(location):
