@@ -16,8 +16,9 @@ from expectations.report import write_report
 from expectations.suites import SUITES
 from expectations.validation import SuiteResult, to_json
 from warehouse.catalog import OPS_DQ_RESULTS, kept_tables
-from warehouse.delta import append_once, ensure_tables
+from warehouse.delta import append_once
 from warehouse.settings import Settings
+from warehouse.tables import ensure_tables
 
 
 @dataclass

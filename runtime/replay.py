@@ -35,7 +35,6 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from urllib.parse import unquote
 
-from delta.tables import DeltaTable
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -88,7 +87,7 @@ from warehouse.catalog import (
 from warehouse.delta import (
     append_once,
     committed_version,
-    ensure_tables,
+    newest_commit,
     read_table,
     transaction_id,
     transaction_version,
@@ -96,6 +95,7 @@ from warehouse.delta import (
 from warehouse.locks import DERIVED_LOCK, GOLD_LOCK, hold_all
 from warehouse.settings import Settings
 from warehouse.storage import location_of, move_tree, names, open_delta, remove_tree, write_atomically
+from warehouse.tables import ensure_tables
 
 
 @dataclass
@@ -327,7 +327,7 @@ def _overwrite(
     path = str(table.path(settings))
     with transaction_id(spark, app_id, 0, metadata):
         content.select(*table.column_names).write.format("delta").mode("overwrite").save(path)
-    return int(DeltaTable.forPath(spark, path).history(1).select("version").first()[0])
+    return newest_commit(table.path(settings) / "_delta_log")
 
 
 def _swap_tables(spark: SparkSession, settings: Settings, staging: Settings, report: ReplayReport) -> None:
@@ -550,4 +550,4 @@ def _reset_checkpoints(spark: SparkSession, settings: Settings, staging: Setting
 
 
 def _latest_version(spark: SparkSession, settings: Settings, table: Table) -> int:
-    return int(DeltaTable.forPath(spark, str(table.path(settings))).history(1).select("version").first()[0])
+    return newest_commit(table.path(settings) / "_delta_log")

@@ -45,10 +45,11 @@ from transforms.gold.tumbling import advance_idle
 from transforms.latency import latencies
 from transforms.reconcile import repair_dates
 from warehouse.catalog import kept_tables
-from warehouse.delta import batch_scope, ensure_tables, latest_version, side_by_side
+from warehouse.delta import batch_scope, latest_version, side_by_side
 from warehouse.leases import check_held
 from warehouse.locks import GOLD_LOCK_WAIT_SECONDS, hold_all, hold_gold
 from warehouse.settings import Settings
+from warehouse.tables import ensure_tables
 
 
 def pipeline_status(settings: Settings) -> list[StreamStatus]:

@@ -10,9 +10,9 @@ from pyspark.sql import SparkSession
 
 from warehouse import reads
 from warehouse.catalog import user_sessions_table
-from warehouse.delta import ensure_table
 from warehouse.reads import read_where
 from warehouse.settings import Settings
+from warehouse.tables import ensure_table
 
 pytestmark = pytest.mark.quick
 

@@ -1,4 +1,4 @@
-"""Delta helpers: create catalog tables, and write exactly once per (writer, micro-batch).
+"""Delta helpers: write exactly once per (writer, micro-batch), and read versions from the log.
 
 Every write of a micro-batch is tagged with its writer and batch, in the same atomic commit as the data, and
 is skipped when that pair already committed, so a batch re-run after a crash re-applies only the writes that
@@ -47,50 +47,6 @@ _USER_METADATA = "spark.databricks.delta.commitInfo.userMetadata"
 def is_delta_table(path: Location) -> bool:
     """A Delta table exists at ``path`` (its log has a first commit); no JVM, no log replay."""
     return any(name.endswith(".json") for name, _, _ in entries(path / "_delta_log"))
-
-
-def ensure_table(spark: SparkSession, settings: Settings, table: Table) -> None:
-    """Create the table at its catalog path if it does not exist yet; add the catalog's newer (nullable)
-    columns to a table created by an older version (its old rows read them as null)."""
-    path = str(table.path(settings))
-    if is_delta_table(table.path(settings)):
-        _add_new_columns(spark, table, table.path(settings))
-        _set_new_properties(spark, table, table.path(settings))
-    else:
-        builder = DeltaTable.createIfNotExists(spark).location(path).addColumns(table.schema)
-        if table.partition_by:
-            builder = builder.partitionedBy(*table.partition_by)
-        builder = builder.comment(table.description)
-        for key, value in table.table_properties.items():
-            builder = builder.property(key, value)
-        builder.execute()
-
-
-def _add_new_columns(spark: SparkSession, table: Table, location: Location) -> None:
-    path = str(location)
-    existing = {field.name for field in open_delta(location).schema().fields}
-    missing = [column for column in table.columns if column.name not in existing]
-    if not missing:
-        return
-    required = [column.name for column in missing if not column.nullable]
-    if required:
-        raise RuntimeError(f"{table.name} lacks the required column(s) {', '.join(required)}: rebuild it with a replay")
-    added = ", ".join(f"`{column.name}` {column.type.simpleString()}" for column in missing)
-    spark.sql(f"ALTER TABLE delta.`{path}` ADD COLUMNS ({added})")
-
-
-def _set_new_properties(spark: SparkSession, table: Table, location: Location) -> None:
-    path = str(location)
-    existing = open_delta(location).metadata().configuration
-    changed = {key: value for key, value in table.table_properties.items() if existing.get(key) != value}
-    if changed:
-        assignments = ", ".join(f"'{key}' = '{value}'" for key, value in changed.items())
-        spark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ({assignments})")
-
-
-def ensure_tables(spark: SparkSession, settings: Settings, tables: list[Table]) -> None:
-    for table in tables:
-        ensure_table(spark, settings, table)
 
 
 def read_table(spark: SparkSession, settings: Settings, table: Table) -> DataFrame:
@@ -573,11 +529,19 @@ def find_commit(
 
 
 def table_version(spark: SparkSession, settings: Settings, table: Table) -> int | None:
-    """The table's latest commit version, or None when it does not exist."""
-    path = str(table.path(settings))
-    if not DeltaTable.isDeltaTable(spark, path):
-        return None
-    return int(DeltaTable.forPath(spark, path).history(1).select("version").first()[0])
+    """The table's latest commit version, or None when it does not exist (from the log's files: no Spark job)."""
+    location = table.path(settings)
+    return newest_commit(location / "_delta_log") if is_delta_table(location) else None
+
+
+def newest_commit(log: Location) -> int:
+    """The newest commit version in ``log``: probed up from its checkpoint, else (no ``_last_checkpoint`` and
+    the first commits expired) the highest numbered commit file listed."""
+    version = latest_version(log)
+    if version >= 0:
+        return version
+    numbered = [name[:20] for name, _, _ in entries(log) if name.endswith(".json") and name[:20].isdigit()]
+    return max((int(number) for number in numbered), default=-1)
 
 
 def transaction_version(settings: Settings, table: Table, app_id: str) -> int | None:
