@@ -322,20 +322,26 @@ def _finish_source_swap(spark: SparkSession, settings: Settings) -> None:
 
 def _overwrite(
     spark: SparkSession, content: DataFrame, settings: Settings, table: Table, app_id: str, metadata: dict | None = None
-) -> int:
-    """Replace the live table's rows with ``content`` in one commit; returns the commit's version."""
-    path = str(table.path(settings))
+) -> tuple[int, int]:
+    """Replace the live table's rows with ``content`` in one commit; returns the commit's version and the rows
+    it wrote (the commit's own ``numOutputRows``: no second pass over ``content`` to count them)."""
+    location = table.path(settings)
     with transaction_id(spark, app_id, 0, metadata):
-        content.select(*table.column_names).write.format("delta").mode("overwrite").save(path)
-    return newest_commit(table.path(settings) / "_delta_log")
+        content.select(*table.column_names).write.format("delta").mode("overwrite").save(str(location))
+    version = newest_commit(location / "_delta_log")
+    for line in (location / "_delta_log" / f"{version:020d}.json").read_text().splitlines():
+        if line.startswith('{"commitInfo"'):
+            written = json.loads(line)["commitInfo"].get("operationMetrics", {}).get("numOutputRows")
+            if written is not None:
+                return version, int(written)
+    return version, content.count()  # Delta's history metrics turned off
 
 
 def _swap_tables(spark: SparkSession, settings: Settings, staging: Settings, report: ReplayReport) -> None:
     app_id = f"lakehouse:replay:{report.stamp}"
     for table in (SILVER_EVENTS, SILVER_QUARANTINE, SILVER_DUPLICATES, SILVER_LATE_EVENTS, OPS_WATERMARKS):
         content = read_table(spark, staging, table)
-        report.rows_swapped[table.name] = content.count()
-        version = _overwrite(spark, content, settings, table, app_id)
+        version, report.rows_swapped[table.name] = _overwrite(spark, content, settings, table, app_id)
         if table is SILVER_EVENTS:
             silver_version = version
     gold = user_spend_table(settings)
@@ -349,8 +355,9 @@ def _swap_tables(spark: SparkSession, settings: Settings, staging: Settings, rep
         # Global windows hold running values (no revisions or corrections): the rebuild's replace them.
         global_windows = user_spend_global_table(settings)
         content = read_table(spark, staging, global_windows)
-        report.rows_swapped[global_windows.name] = content.count()
-        _overwrite(spark, content, settings, global_windows, f"{app_id}:global")
+        _, report.rows_swapped[global_windows.name] = _overwrite(
+            spark, content, settings, global_windows, f"{app_id}:global"
+        )
     _swap_keyed(spark, settings, staging, report, app_id)
 
 
@@ -370,8 +377,7 @@ def _swap_keyed(spark: SparkSession, settings: Settings, staging: Settings, repo
         )
     for table, content in swaps:
         content = content.select(*table.column_names).localCheckpoint(eager=True)
-        report.rows_swapped[table.name] = content.count()
-        _overwrite(spark, content, settings, table, app_id)
+        _, report.rows_swapped[table.name] = _overwrite(spark, content, settings, table, app_id)
 
 
 def _agreeing_counts(spark: SparkSession, settings: Settings, staging: Settings) -> DataFrame:
@@ -471,10 +477,9 @@ def _swap_windows(
             .otherwise(F.col("old_updated_at"))
             .alias("updated_at"),
         )
-        report.rows_swapped[gold.name] = content.count()
         if is_sessions:
             content = content.withColumnsRenamed({new: old for old, new in sessions.items()})
-        _overwrite(spark, content, settings, gold, app_id, metadata)
+        _, report.rows_swapped[gold.name] = _overwrite(spark, content, settings, gold, app_id, metadata)
     finally:
         joined.unpersist()
 
@@ -508,8 +513,8 @@ def _rebuild_order_payments(
     ensure_tables(spark, rebuilt, [ORDER_PAYMENTS])
     report.streams.append(run_stage_once(spark, rebuilt, stage_named(rebuilt, ORDER_PAYMENTS_STAGE), listener))
     content = read_table(spark, rebuilt, ORDER_PAYMENTS)
-    report.rows_swapped[ORDER_PAYMENTS.name] = content.count()
-    _overwrite(spark, content, settings, ORDER_PAYMENTS, f"lakehouse:replay:{report.stamp}:order_payments")
+    app_id = f"lakehouse:replay:{report.stamp}:order_payments"
+    _, report.rows_swapped[ORDER_PAYMENTS.name] = _overwrite(spark, content, settings, ORDER_PAYMENTS, app_id)
     live = settings.checkpoints_dir / ORDER_PAYMENTS_STAGE
     if live.exists():
         move_tree(live, staging.data_root() / "retired-checkpoints" / ORDER_PAYMENTS_STAGE)
