@@ -87,7 +87,7 @@ from warehouse.catalog import (
 from warehouse.delta import (
     append_once,
     committed_version,
-    newest_commit,
+    latest_version,
     read_table,
     transaction_id,
     transaction_version,
@@ -328,7 +328,7 @@ def _overwrite(
     location = table.path(settings)
     with transaction_id(spark, app_id, 0, metadata):
         content.select(*table.column_names).write.format("delta").mode("overwrite").save(str(location))
-    version = newest_commit(location / "_delta_log")
+    version = latest_version(location / "_delta_log")
     for line in (location / "_delta_log" / f"{version:020d}.json").read_text().splitlines():
         if line.startswith('{"commitInfo"'):
             written = json.loads(line)["commitInfo"].get("operationMetrics", {}).get("numOutputRows")
@@ -555,4 +555,4 @@ def _reset_checkpoints(spark: SparkSession, settings: Settings, staging: Setting
 
 
 def _latest_version(spark: SparkSession, settings: Settings, table: Table) -> int:
-    return newest_commit(table.path(settings) / "_delta_log")
+    return latest_version(table.path(settings) / "_delta_log")

@@ -156,14 +156,18 @@ def scope_since(app_id: str, batch_id: int) -> float | None:
     return scope.since if scope else None
 
 
-def latest_version(log: Path) -> int:
-    """The newest commit version in a ``_delta_log`` folder (-1 when none), probing up from its checkpoint."""
+def latest_version(log: Location) -> int:
+    """The newest commit version in a ``_delta_log`` folder (-1 when none), probing up from its checkpoint;
+    with no ``_last_checkpoint`` and the first commits expired, the highest numbered commit file listed."""
     version = -1
     with suppress(FileNotFoundError, ValueError, KeyError):
         version = int(json.loads((log / "_last_checkpoint").read_text())["version"])
     while (log / f"{version + 1:020d}.json").exists():
         version += 1
-    return version
+    if version >= 0:
+        return version
+    numbered = [name[:20] for name, _, _ in entries(log) if name.endswith(".json") and name[:20].isdigit()]
+    return max((int(number) for number in numbered), default=-1)
 
 
 def _user_metadata(raw: str | None) -> dict:
@@ -531,17 +535,7 @@ def find_commit(
 def table_version(spark: SparkSession, settings: Settings, table: Table) -> int | None:
     """The table's latest commit version, or None when it does not exist (from the log's files: no Spark job)."""
     location = table.path(settings)
-    return newest_commit(location / "_delta_log") if is_delta_table(location) else None
-
-
-def newest_commit(log: Location) -> int:
-    """The newest commit version in ``log``: probed up from its checkpoint, else (no ``_last_checkpoint`` and
-    the first commits expired) the highest numbered commit file listed."""
-    version = latest_version(log)
-    if version >= 0:
-        return version
-    numbered = [name[:20] for name, _, _ in entries(log) if name.endswith(".json") and name[:20].isdigit()]
-    return max((int(number) for number in numbered), default=-1)
+    return latest_version(location / "_delta_log") if is_delta_table(location) else None
 
 
 def transaction_version(settings: Settings, table: Table, app_id: str) -> int | None:

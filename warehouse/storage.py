@@ -14,6 +14,7 @@ listing), :func:`remove_tree` and :func:`move_tree`.
 
 import os
 import shutil
+from contextlib import suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeAlias
 
@@ -190,13 +191,9 @@ def file_times(folder: Location) -> dict[str, float]:
     if not is_remote(folder):
         found = {}
         for parent, _, names in os.walk(folder):
-            for name in names:
-                try:
-                    found[os.path.relpath(os.path.join(parent, name), folder)] = os.stat(
-                        os.path.join(parent, name)
-                    ).st_mtime
-                except FileNotFoundError:  # gone since the listing
-                    continue
+            for path in (os.path.join(parent, name) for name in names):
+                with suppress(FileNotFoundError):  # gone since the listing
+                    found[os.path.relpath(path, folder)] = os.stat(path).st_mtime
         return found
     prefix = folder.path.rstrip("/") + "/"
     listed = folder.fs.find(folder.path, detail=True)
