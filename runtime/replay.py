@@ -33,6 +33,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
+from functools import partial
 from urllib.parse import unquote
 
 from pyspark.sql import DataFrame, SparkSession
@@ -57,7 +58,7 @@ from runtime.checkpoints import (
     writer_id,
 )
 from runtime.progress import StageReport
-from runtime.runner import prepare, run_stage_once, swap_marker
+from runtime.runner import flush_progress, prepare, run_stage_once, swap_marker
 from runtime.sources.kafka import pinned_topic_id, retention_gaps
 from runtime.sources.kafka_client import topic_id
 from runtime.stages import SOURCES, keyed_stages, reconcile_stage, source_stage, stage_named, stages
@@ -88,7 +89,9 @@ from warehouse.delta import (
     append_once,
     committed_version,
     latest_version,
+    overwrite_once,
     read_table,
+    side_by_side,
     transaction_id,
     transaction_version,
 )
@@ -157,9 +160,7 @@ def run_replay(
         if from_version is not None:
             write_atomically(starting_version_file(staging.checkpoints_dir, SILVER_STAGE), str(from_version))
         prepare(spark, staging)
-        for stage in [*stages(staging).downstream, reconcile_stage(staging)]:
-            if stage.name not in REBUILT_AFTER_SWAP:
-                report.streams.append(run_stage_once(spark, staging, stage, listener))
+        _rebuild_in_staging(spark, staging, report, listener)
 
         marker = swap_marker(settings)
         marker.write_text(json.dumps({"stamp": stamp}))
@@ -285,6 +286,24 @@ def _landing_gaps(spark: SparkSession, settings: Settings, where: str) -> list[s
     return [f"{len(gone)} landing files are gone, first {gone[0]}"] if gone else []
 
 
+def _rebuild_in_staging(
+    spark: SparkSession,
+    staging: Settings,
+    report: ReplayReport,
+    listener: Callable[[StageReport, dict[str, float]], None] | None,
+) -> None:
+    """Silver, then the tumbling windows, then the followers side by side (as ``run_once`` runs them: each
+    reads only what those two committed and writes its own tables), then reconcile, each to its end."""
+    pipeline = stages(staging)
+    for stage in (pipeline.silver, pipeline.windows):
+        report.streams.append(run_stage_once(spark, staging, stage, listener, record_progress=False))
+    followers = [stage for stage in pipeline.followers if stage.name not in REBUILT_AFTER_SWAP]
+    run = partial(run_stage_once, spark, staging, listener=listener, record_progress=False)
+    report.streams.extend(side_by_side(*(partial(run, stage=stage) for stage in followers)))
+    report.streams.append(run_stage_once(spark, staging, reconcile_stage(staging), listener, record_progress=False))
+    flush_progress(spark, staging, [pipeline.silver, pipeline.windows, *followers, reconcile_stage(staging)])
+
+
 def _finish_source_swap(spark: SparkSession, settings: Settings) -> None:
     """Carry out (or finish, after a crash) the source half of a replay the swap marker names: the staging
     bronze replaces the live rows of its source in one commit (a transaction id makes a second attempt a
@@ -324,17 +343,10 @@ def _overwrite(
     spark: SparkSession, content: DataFrame, settings: Settings, table: Table, app_id: str, metadata: dict | None = None
 ) -> tuple[int, int]:
     """Replace the live table's rows with ``content`` in one commit; returns the commit's version and the rows
-    it wrote (the commit's own ``numOutputRows``: no second pass over ``content`` to count them)."""
-    location = table.path(settings)
-    with transaction_id(spark, app_id, 0, metadata):
-        content.select(*table.column_names).write.format("delta").mode("overwrite").save(str(location))
-    version = latest_version(location / "_delta_log")
-    for line in (location / "_delta_log" / f"{version:020d}.json").read_text().splitlines():
-        if line.startswith('{"commitInfo"'):
-            written = json.loads(line)["commitInfo"].get("operationMetrics", {}).get("numOutputRows")
-            if written is not None:
-                return version, int(written)
-    return version, content.count()  # Delta's history metrics turned off
+    it wrote (counted as they were committed: no second pass over ``content``)."""
+    written = overwrite_once(content, settings, table, app_id, metadata)
+    version = latest_version(table.path(settings) / "_delta_log")
+    return version, written if written is not None else read_table(spark, settings, table).count()
 
 
 def _swap_tables(spark: SparkSession, settings: Settings, staging: Settings, report: ReplayReport) -> None:
