@@ -6,12 +6,12 @@ from types import ModuleType
 
 import dagster as dg
 
-from orchestration import kafka, live, maintenance, pipeline, quality, reconcile
+from orchestration import kafka, launcher, live, maintenance, pipeline, quality, reconcile
 from orchestration.resources import lakehouse_resources
 from warehouse.settings import Settings
 
 #: Every domain module; each builds its definitions with ``build_defs(settings) -> dg.Definitions``.
-DOMAINS: tuple[ModuleType, ...] = (pipeline, reconcile, quality, maintenance, kafka, live)
+DOMAINS: tuple[ModuleType, ...] = (pipeline, reconcile, quality, maintenance, kafka, live, launcher)
 
 
 def build_defs(settings: Settings, domains: Iterable[ModuleType] = DOMAINS) -> dg.Definitions:

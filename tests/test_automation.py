@@ -145,4 +145,5 @@ def test_schedules_target_the_reconcile_and_sweep_jobs() -> None:
         "after_reconcile_sensor",
         "kafka_sensor",
         "stream_progress_sensor",
+        "dead_run_sensor",
     }
