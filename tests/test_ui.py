@@ -102,13 +102,13 @@ def test_sensors_run_the_streams_and_reconcile_late_data(dagster_ui: DagsterUI) 
             "sensors-asset-gold-user_spend_5m-events.png",
             expect_text=[f"Materialized in run {reconcile['runId'][:8]}", "late_events_folded", "corrections_written"],
         ),
-        # Every automation of the location with its on/off switch: three sensors on (landing, late data, the
-        # continuous stream's progress), the schedules off.
+        # Every automation of the location with its on/off switch: four sensors on (landing, late data, the
+        # continuous stream's progress, dead runs), the schedules off.
         ui.screenshot(
             "/automation",
             "sensors-automation.png",
             expect_text=[LANDING_SENSOR, LATE_DATA_SENSOR, "reconcile_schedule", "completeness_sweep_schedule"],
-            action=switches_loaded(on=3, automations=5),
+            action=switches_loaded(on=4, automations=6),
         ),
         # Each sensor's page, its ticks filtered to those that requested runs: cursor, run, the run's status.
         ui.screenshot(
