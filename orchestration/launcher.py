@@ -13,6 +13,9 @@ when that host is this one and no live Python process has that pid. (A reused pi
 start time: a virtual machine restored from a snapshot moves the boot time, and a healthy run must never be
 failed; a dead run whose pid another Python process took is the rarer miss.) A run launched from another
 host, or whose pid is not known yet, counts as alive: only the host that runs a process can say it is gone.
+
+Run monitoring asks the launcher only about started runs; a run still starting is judged by its start
+timeout alone. ``dead_run_sensor`` (this module's definitions) applies the same test to starting runs.
 """
 
 import socket

@@ -245,7 +245,8 @@ def overwrite_once(
     if user_metadata is not None:
         writer = writer.option("userMetadata", json.dumps(user_metadata, sort_keys=True))
     writer.save(str(table.path(settings)))
-    return _rows_committed(table.path(settings)) or projected.count()
+    written = _rows_committed(table.path(settings))
+    return written if written is not None else projected.count()
 
 
 def _rows_committed(path: Path) -> int | None:
