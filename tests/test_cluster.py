@@ -17,6 +17,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from devtools.cluster import status as cluster_status
+from devtools.daemons import running
 from devtools.objectstore import TEST_CREDENTIALS, ObjectStore
 from devtools.synthetic import StreamSpec, generate_lines
 from runtime.runner import run_once, run_reconcile
@@ -88,6 +89,39 @@ def test_a_taken_port_is_one_line(cluster: Cluster, tmp_path: Path) -> None:
     assert result.stderr.strip().count("\n") == 0
     assert "is already taken by another process" in result.stderr and "LAKEHOUSE_CLUSTER_PORT" in result.stderr
     assert not list((tmp_path / "cluster").glob("*.pid"))
+
+
+def test_java_missing_is_one_line(tmp_path: Path) -> None:
+    """No ``java`` on PATH and no JAVA_HOME: ``cluster up`` says so in one line and starts nothing."""
+    env = {k: v for k, v in os.environ.items() if k != "JAVA_HOME"}
+    result = subprocess.run(
+        [LAKEHOUSE, "cluster", "up"],
+        env={**env, "PATH": str(tmp_path), "LAKEHOUSE_HOME": str(tmp_path / "home")},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 1
+    assert result.stderr.strip().count("\n") == 0, result.stderr
+    assert "needs Java 17" in result.stderr and "JAVA_HOME" in result.stderr
+    assert not list((tmp_path / "home").glob("cluster/*.pid"))
+
+
+def test_a_cluster_not_up_in_time_is_one_line_and_down_stops_what_started(tmp_path: Path) -> None:
+    """A start timeout shorter than a JVM's start: one line naming the setting and the logs; ``down``
+    then stops the daemons already started, and ``status`` finds nothing running."""
+    started = Cluster(tmp_path)
+    started.env["LAKEHOUSE_CLUSTER_START_TIMEOUT_SECONDS"] = "1"
+    result = started.command("cluster", "up", timeout=120)
+    assert result.returncode == 1
+    assert result.stderr.strip().count("\n") == 0, result.stderr
+    assert "within 1 s (LAKEHOUSE_CLUSTER_START_TIMEOUT_SECONDS)" in result.stderr, result.stderr
+    pids = [int(path.read_text()) for path in (tmp_path / "cluster").glob("*.pid")]
+    assert pids, "the master's daemon was started before the wait"
+    result = started.command("cluster", "down", timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert not any(running(pid) for pid in pids)
+    assert started.status()["running"] is False
 
 
 #: Per table, the columns that do not depend on when or in which batches a row was written (no processing
