@@ -3,8 +3,8 @@ everything from bronze (`lakehouse replay`), over 1 M and over 10 M events of hi
 
 For each history size, in its own scratch home:
 
-1. ``lakehouse generate`` (seed 42, no late events of its own) and ``lakehouse run --once`` build the
-   history (untimed).
+1. ``lakehouse generate`` (seed 42) and ``lakehouse run --once`` build the history (untimed; the
+   generator's own too-late events are set aside, and the reconcile folds them with the 1,000).
 2. 1,000 late events land: each far behind the watermark, within the last six hours of event time,
    spread over the users; ``run --once`` sets them aside in ``silver.late_events`` (untimed).
 3. Timed: ``lakehouse reconcile`` (the 1,000 are folded), then ``lakehouse replay`` (the whole history).
