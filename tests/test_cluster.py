@@ -116,6 +116,7 @@ def test_a_cluster_not_up_in_time_is_one_line_and_down_stops_what_started(tmp_pa
     assert result.returncode == 1
     assert result.stderr.strip().count("\n") == 0, result.stderr
     assert "within 1 s (LAKEHOUSE_CLUSTER_START_TIMEOUT_SECONDS)" in result.stderr, result.stderr
+    assert f"see {tmp_path / 'cluster' / 'logs'}" in result.stderr
     pids = [int(path.read_text()) for path in (tmp_path / "cluster").glob("*.pid")]
     assert pids, "the master's daemon was started before the wait"
     result = started.command("cluster", "down", timeout=120)
