@@ -9,7 +9,7 @@ from typing import Annotated, Any
 
 import typer
 
-from cli import render, servers
+from cli import pipelines, render, servers
 from cli.common import console, print_json
 from cli.common import fails_in_one_line as _fails_in_one_line
 from cli.common import home_settings as _settings
@@ -487,6 +487,8 @@ def history(
     render.print_history(console, table.name, commits, limit)
 
 
+app.command("pipelines")(pipelines.pipelines)
+app.add_typer(pipelines.pipeline_app)
 app.add_typer(servers.kafka_app)
 app.add_typer(servers.cluster_app)
 app.add_typer(servers.postgres_app)

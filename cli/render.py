@@ -404,3 +404,48 @@ def print_kafka_status(console: Console, report: Mapping[str, Any]) -> None:
         console.print("`lakehouse kafka up` starts the local broker", highlight=False)
         return
     console.print(kafka_table(report["topics"]))
+
+
+def pipeline_record(settings: Any) -> dict[str, Any]:
+    """One declared pipeline as ``pipelines --json`` prints it: the spec as declared, where its lines land,
+    and its tables."""
+    from warehouse.catalog import kept_tables
+    from warehouse.pipelines import landing_folder
+
+    spec = settings.spec
+    return {
+        **spec.declared(),
+        "landing_folder": str(settings.landing_dir),
+        "kafka_topic": settings.kafka.topic,
+        "tables": [table.name for table in kept_tables(settings)],
+        "source_folder": landing_folder(spec),
+    }
+
+
+def pipelines_table(records: Sequence[Mapping[str, Any]], selected: Sequence[str]) -> Table:
+    """``lakehouse pipelines``: one row per declared pipeline, what a reader looks for first (``--json`` has
+    every table and field)."""
+    table = Table(title="declared pipelines", caption="LAKEHOUSE_PIPELINES runs " + (", ".join(selected) or "all"))
+    for header in ("name", "source", "id → keys", "event time", "windows"):
+        table.add_column(header, overflow="fold")
+    for record in records:
+        windows = record["windows"]
+        kinds = [f"tumbling {windows['tumbling']}"]
+        if "hopping" in windows:
+            kinds.append(f"hopping {windows['hopping']['size']}/{windows['hopping']['slide']}")
+        if "sessions" in windows:
+            kinds.append(f"sessions {windows['sessions']['gap']}")
+        if "global" in windows:
+            kinds.append(f"global every {windows['global']['every']}")
+        source = f"{record['source_folder']}/"
+        if record["source"]["default"] == "kafka" or "topic" in record["source"]:
+            source += f"\nkafka {record['kafka_topic']}"
+        time = record["time"]
+        table.add_row(
+            record["name"],
+            source,
+            f"{record['id']}\n→ {', '.join(record['keys'])}",
+            f"{time['field']}\n{', '.join(time['formats'])}",
+            "\n".join(kinds),
+        )
+    return table

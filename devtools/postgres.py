@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from devtools.daemons import answers
-from warehouse.settings import DAGSTER_PG_PASSWORD_VARIABLE, Settings
+from warehouse.setting_groups import DAGSTER_PG_PASSWORD_VARIABLE
+from warehouse.settings import Settings
 
 _HOST = "127.0.0.1"
 START_SECONDS = 60

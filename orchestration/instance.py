@@ -18,7 +18,8 @@ from typing import Any
 
 import yaml
 
-from warehouse.settings import DAGSTER_PG_PASSWORD_VARIABLE, Settings, SettingsError
+from warehouse.setting_groups import DAGSTER_PG_PASSWORD_VARIABLE
+from warehouse.settings import Settings, SettingsError
 
 #: How often the daemon looks for runs whose process died (Dagster's default is two minutes).
 RUN_MONITORING_POLL_SECONDS = 15

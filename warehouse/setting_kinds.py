@@ -96,6 +96,12 @@ NAMES = Kind(
     lambda v: isinstance(v, tuple) and all(isinstance(n, str) and n.strip() for n in v),
     "be a comma-separated list such as 'purchase,click'",
 )
+PIPELINE_NAMES = Kind(
+    lambda text: () if text.strip() == "all" else names(text),
+    lambda v: isinstance(v, tuple) and all(isinstance(n, str) and n for n in v),
+    "be all or a comma-separated list of declared pipelines such as 'purchases,readings'",
+    shown=str.strip,
+)
 PATH = Kind(lambda text: Path(text).expanduser().resolve(), lambda v: isinstance(v, Path), "be a path")
 OPTIONAL_PATH = Kind(
     _optional_path, lambda v: v is None or isinstance(v, Path), "be a path or none", blank_is_default=False
@@ -150,6 +156,11 @@ class Group:
     def from_env(cls, env: Mapping[str, str]) -> Self:
         """Read and check the group's variables; unset ones keep their defaults."""
         return cls(**cls._read_fields(env))
+
+    @classmethod
+    def from_env_declared(cls, env: Mapping[str, str], declared: Mapping[str, Any]) -> Self:
+        """Read and check the group's variables; unset ones keep the ``declared`` values (a spec's)."""
+        return cls(**cls._read_fields(env, **declared))
 
 
 #: ``local``, ``local[N]``, ``local[*]`` or a standalone master's ``spark://host:port``.

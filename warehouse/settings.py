@@ -8,9 +8,7 @@ the environment or by ``dataclasses.replace``: a bad value stops with one readab
 (:class:`SettingsError`).
 """
 
-import functools
 import os
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import date, timedelta
@@ -18,6 +16,21 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any, Self
 
+from warehouse.pipelines import (
+    FIRST_PIPELINE,
+    PipelineSpec,
+    declared_outputs,
+    declared_pipelines,
+    landing_folder,
+    quality_fields,
+    watermark_fields,
+    window_fields,
+)
+from warehouse.setting_groups import (
+    ClusterSettings,
+    DagsterSettings,
+    StorageSettings,
+)
 from warehouse.setting_kinds import (
     BOOLEAN,
     CRON,
@@ -31,7 +44,7 @@ from warehouse.setting_kinds import (
     OFFSETS,
     OPTIONAL_PATH,
     PATH,
-    PORT,
+    PIPELINE_NAMES,
     POSITIVE_INT,
     RATE,
     SERVERS,
@@ -43,7 +56,6 @@ from warehouse.setting_kinds import (
     SettingsError,
     choice,
     names,
-    pattern,
     read,
     var,
 )
@@ -134,12 +146,16 @@ class WindowSettings(Group):
             )
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str]) -> Self:
-        minutes = read(env, "LAKEHOUSE_WINDOW_MINUTES", POSITIVE_INT, cls.minutes)
+    def from_env(cls, env: Mapping[str, str], declared: Mapping[str, Any] | None = None) -> Self:
+        """Read the variables; unset ones keep the ``declared`` values (a spec's), else the defaults."""
+        declared = dict(declared or {})
+        minutes = read(env, "LAKEHOUSE_WINDOW_MINUTES", POSITIVE_INT, declared.get("minutes", cls.minutes))
         # Unset, the hopping windows follow a longer tumbling window: slide = it, size = the hour rounded up.
-        slide = cls.hopping_slide_minutes if cls.hopping_slide_minutes % minutes == 0 else minutes
-        size = -(-cls.hopping_size_minutes // slide) * slide
-        return cls(**cls._read_fields(env, hopping_slide_minutes=slide, hopping_size_minutes=size))
+        slide = declared.get("hopping_slide_minutes", cls.hopping_slide_minutes)
+        slide = slide if slide % minutes == 0 else minutes
+        size = -(-declared.get("hopping_size_minutes", cls.hopping_size_minutes) // slide) * slide
+        declared.update(minutes=minutes, hopping_slide_minutes=slide, hopping_size_minutes=size)
+        return cls(**cls._read_fields(env, **declared))
 
     @property
     def length(self) -> timedelta:
@@ -240,117 +256,6 @@ class SparkSettings(Group):
 
 
 @dataclass(frozen=True)
-class ClusterSettings(Group):
-    """The local Spark standalone cluster ``lakehouse cluster up`` starts on 127.0.0.1 (tests, the demo,
-    trying a cluster on one machine): a master and ``workers`` workers, each offering ``worker_cores``
-    task slots and ``worker_memory`` to executors."""
-
-    port: int = field(default=7077, metadata=var("LAKEHOUSE_CLUSTER_PORT", PORT))
-    ui_port: int = field(default=8080, metadata=var("LAKEHOUSE_CLUSTER_UI_PORT", PORT))
-    workers: int = field(default=2, metadata=var("LAKEHOUSE_CLUSTER_WORKERS", POSITIVE_INT))
-    worker_cores: int = field(default=2, metadata=var("LAKEHOUSE_CLUSTER_WORKER_CORES", POSITIVE_INT))
-    worker_memory: str = field(default="2g", metadata=var("LAKEHOUSE_CLUSTER_WORKER_MEMORY", MEMORY))
-    start_timeout_seconds: int = field(
-        default=90, metadata=var("LAKEHOUSE_CLUSTER_START_TIMEOUT_SECONDS", POSITIVE_INT)
-    )
-
-    @property
-    def master_url(self) -> str:
-        """The URL ``LAKEHOUSE_SPARK_MASTER`` takes to run on this cluster."""
-        return f"spark://127.0.0.1:{self.port}"
-
-
-#: An S3 location for tables, checkpoints and the landing zone: ``s3://bucket`` or ``s3://bucket/prefix``.
-STORAGE_URI = Kind(
-    lambda text: None if text.lower() in {"none", "off"} else text.rstrip("/"),
-    lambda v: (
-        v is None or (isinstance(v, str) and re.fullmatch(r"s3://[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9](/[^\s]*)?", v))
-    ),
-    "be none or an S3 location such as s3://bucket/lakehouse",
-    shown=str.strip,
-)
-ENDPOINT = Kind(
-    lambda text: None if text.lower() in {"none", "off"} else text.rstrip("/"),
-    lambda v: v is None or (isinstance(v, str) and re.fullmatch(r"https?://[A-Za-z0-9_.\-]+(:\d{1,5})?", v)),
-    "be none or an http(s) URL such as http://127.0.0.1:9000",
-    shown=str.strip,
-)
-REGION = pattern(r"[a-z]{2}(-[a-z]+)+-\d", "be an AWS region such as us-east-1")
-
-
-@dataclass(frozen=True)
-class StorageSettings(Group):
-    """Where the data lives: the home's folders (``uri`` none, the default), or object storage (``uri``
-    ``s3://bucket/prefix``) for the three places every executor and host must reach: tables, checkpoints and
-    the landing zone. Logs, status files and reports stay in the home; locks become leases beside the data,
-    renewed within ``lease_seconds``. Credentials come from the environment or the AWS chain
-    (``AWS_ACCESS_KEY_ID``/``AWS_SECRET_ACCESS_KEY``, a profile, an instance role), never from a setting.
-    ``s3_endpoint`` names an S3-compatible server (MinIO, a test server), which is then addressed
-    path-style."""
-
-    uri: str | None = field(default=None, metadata=var("LAKEHOUSE_STORAGE_URI", STORAGE_URI))
-    s3_endpoint: str | None = field(default=None, metadata=var("LAKEHOUSE_S3_ENDPOINT", ENDPOINT))
-    s3_region: str = field(default="us-east-1", metadata=var("LAKEHOUSE_S3_REGION", REGION))
-    #: On object storage the locks are leases: one not renewed for this long (its holder died or stalled)
-    #: is taken over by the next writer; holders renew every third of it.
-    lease_seconds: int = field(default=30, metadata=var("LAKEHOUSE_LOCK_LEASE_SECONDS", POSITIVE_INT))
-
-    @property
-    def on_object_storage(self) -> bool:
-        return self.uri is not None
-
-    def location(self) -> Any:
-        """The storage URI as a ``UPath`` (fsspec's s3fs), one per settings (its S3 client is reused)."""
-        return _object_store_root(self)
-
-
-@functools.cache
-def _object_store_root(storage: StorageSettings) -> Any:
-    from upath import UPath
-
-    options: dict[str, Any] = {
-        # Listings are read to find new commits, landing files and checkpoint entries: never from a cache.
-        "use_listings_cache": False,
-        "client_kwargs": {"region_name": storage.s3_region},
-    }
-    if storage.s3_endpoint is not None:
-        options["endpoint_url"] = storage.s3_endpoint
-        options["config_kwargs"] = {"s3": {"addressing_style": "path"}}
-    return UPath(storage.uri, **options)
-
-
-#: Dagster's instance storage takes its PostgreSQL password from this variable: ``dagster.yaml`` names it
-#: (``env:``), so the password is never written to a file, printed or held in the settings.
-DAGSTER_PG_PASSWORD_VARIABLE = "LAKEHOUSE_DAGSTER_PG_PASSWORD"
-IDENTIFIER = pattern(r"[a-z_][a-z0-9_]{0,62}", "be a lower-case SQL name such as 'dagster'")
-
-
-@dataclass(frozen=True)
-class DagsterSettings(Group):
-    """Where the Dagster instance keeps runs, event logs and schedules: SQLite files under ``DAGSTER_HOME``
-    (``sqlite``, the embedded default, one host) or a PostgreSQL database every host reaches (``postgres``,
-    production: webserver, daemon and runs on different hosts). ``pg_dir`` is where ``lakehouse postgres up``
-    keeps a local server for tests and trying it (default ``LAKEHOUSE_HOME/postgres``)."""
-
-    storage: str = field(default="sqlite", metadata=var("LAKEHOUSE_DAGSTER_STORAGE", choice(("sqlite", "postgres"))))
-    pg_host: str = field(default="127.0.0.1", metadata=var("LAKEHOUSE_DAGSTER_PG_HOST", HOST))
-    pg_port: int = field(default=5432, metadata=var("LAKEHOUSE_DAGSTER_PG_PORT", PORT))
-    pg_database: str = field(default="dagster", metadata=var("LAKEHOUSE_DAGSTER_PG_DATABASE", IDENTIFIER))
-    pg_user: str = field(default="dagster", metadata=var("LAKEHOUSE_DAGSTER_PG_USER", IDENTIFIER))
-    pg_dir: Path | None = field(default=None, metadata=var("LAKEHOUSE_DAGSTER_PG_DIR", OPTIONAL_PATH))
-
-    @classmethod
-    def from_env(cls, env: Mapping[str, str]) -> Self:
-        settings = super().from_env(env)
-        if settings.storage == "postgres" and not env.get(DAGSTER_PG_PASSWORD_VARIABLE, "").strip():
-            raise SettingsError(
-                f"{DAGSTER_PG_PASSWORD_VARIABLE} must be set when LAKEHOUSE_DAGSTER_STORAGE=postgres "
-                "(the database password, read from the environment only)"
-            )
-        return settings
-
-
-@dataclass(frozen=True)
 class ScheduleSettings(Group):
     """The Dagster schedules: reconciliation, and maintenance (OPTIMIZE small files, VACUUM files unreferenced
     for ``vacuum_retention_hours``); the daily sweep's partitions start at ``sweep_start_date``. Gold's
@@ -446,6 +351,10 @@ class Settings(Group):
     """
 
     home: Path = field(default=DEFAULT_HOME, metadata=var("LAKEHOUSE_HOME", PATH))
+    #: A folder of pipeline specs (``*.yaml``) declared beside the project's ``pipelines/``.
+    pipelines_dir: Path | None = field(default=None, metadata=var("LAKEHOUSE_PIPELINES_DIR", OPTIONAL_PATH))
+    #: Which declared pipelines the home runs (``all``, or a comma-separated list of their names).
+    pipeline_names: tuple[str, ...] = field(default=(), metadata=var("LAKEHOUSE_PIPELINES", PIPELINE_NAMES))
     #: Which of :data:`GOLD_OUTPUTS` the streams keep (``all``, ``none`` or a comma-separated list).
     gold_outputs: frozenset[str] = field(
         default=frozenset(GOLD_OUTPUTS), metadata=var("LAKEHOUSE_GOLD_OUTPUTS", GOLD_OUTPUT_NAMES)
@@ -463,16 +372,30 @@ class Settings(Group):
     schedules: ScheduleSettings = field(default_factory=ScheduleSettings)
     kafka: KafkaSettings = field(default_factory=KafkaSettings)
     quality: QualitySettings = field(default_factory=QualitySettings)
+    #: The declared pipeline these settings are for (None: the first, ``purchases``); see :meth:`for_pipeline`.
+    pipeline: PipelineSpec | None = field(default=None, repr=False)
+    #: The whole lakehouse's settings when these are one pipeline's view of it (None: these are).
+    root_settings: "Settings | None" = field(default=None, repr=False)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Self:
         """Read and check every ``LAKEHOUSE_*`` variable (``os.environ`` by default); unset ones keep their
-        defaults."""
+        defaults, or what the first pipeline's spec declares (its windows, watermark and quality)."""
         env = os.environ if env is None else env
+        own = cls._read_fields(env)
+        specs = declared_pipelines(own["pipelines_dir"])
+        unknown = [name for name in own["pipeline_names"] if name not in specs]
+        if unknown:
+            raise SettingsError(
+                f"LAKEHOUSE_PIPELINES names no declared pipeline {unknown[0]!r} (declared: {', '.join(specs)})"
+            )
+        first = specs[FIRST_PIPELINE]
+        if "LAKEHOUSE_GOLD_OUTPUTS" not in env:
+            own["gold_outputs"] = declared_outputs(first)
         return cls(
-            **cls._read_fields(env),
-            windows=WindowSettings.from_env(env),
-            watermarks=WatermarkSettings.from_env(env),
+            **own,
+            windows=WindowSettings.from_env(env, window_fields(first)),
+            watermarks=WatermarkSettings.from_env_declared(env, watermark_fields(first)),
             streams=StreamSettings.from_env(env),
             spark=SparkSettings.from_env(env),
             cluster=ClusterSettings.from_env(env),
@@ -480,7 +403,62 @@ class Settings(Group):
             storage=StorageSettings.from_env(env),
             schedules=ScheduleSettings.from_env(env),
             kafka=KafkaSettings.from_env(env),
-            quality=QualitySettings.from_env(env),
+            quality=QualitySettings.from_env_declared(env, quality_fields(first)),
+        )
+
+    @property
+    def spec(self) -> PipelineSpec:
+        """The declared pipeline these settings are for."""
+        return self.pipeline if self.pipeline is not None else declared_pipelines(self.pipelines_dir)[FIRST_PIPELINE]
+
+    def declared(self) -> dict[str, PipelineSpec]:
+        """Every declared pipeline by name, the first one first."""
+        return declared_pipelines(self.pipelines_dir)
+
+    def pipelines(self, names: tuple[str, ...] | list[str] = ()) -> list[Self]:
+        """Each pipeline's view (:meth:`for_pipeline`): those named, else those ``LAKEHOUSE_PIPELINES``
+        selects (every declared one by default). An unknown name stops with one line naming the choices."""
+        root = self.root()
+        specs = root.declared()
+        for name in names:
+            if name not in specs:
+                raise SettingsError(f"--pipeline must be one of {', '.join(specs)}, got {name!r}")
+        chosen = names or root.pipeline_names or tuple(specs)
+        return [root.for_pipeline(spec) for name, spec in specs.items() if name in chosen]
+
+    def root(self) -> Self:
+        """The settings of the whole lakehouse (which are also the first pipeline's)."""
+        return self if self.root_settings is None else self.root_settings
+
+    def for_pipeline(self, spec: PipelineSpec | str) -> Self:
+        """These settings for one declared pipeline: the first keeps the home as it is (its tables, landing
+        folder and checkpoints where they always were); any other lives in ``pipelines/<name>/`` of the home
+        (on object storage, of the storage URI), with its own tables, checkpoints, locks and landing folder,
+        and its spec's windows, watermark, quality thresholds, source and outputs."""
+        if isinstance(spec, str):
+            specs = self.declared()
+            if spec not in specs:
+                raise SettingsError(f"--pipeline must be one of {', '.join(specs)}, got {spec!r}")
+            spec = specs[spec]
+        if self.root_settings is not None:
+            return self.root_settings.for_pipeline(spec)
+        if spec.is_first:
+            return self
+        view = self.under("pipelines", spec.name)
+        links: tuple[tuple[str, Any], ...] = ()
+        if spec.source.landing is not None:
+            links = (("landing", self.data_root() / landing_folder(spec)),)
+        return replace(
+            view,
+            pipeline=spec,
+            root_settings=self,
+            links=links,
+            gold_outputs=declared_outputs(spec),
+            windows=WindowSettings(**window_fields(spec)),
+            watermarks=replace(self.watermarks, **watermark_fields(spec)),
+            quality=replace(self.quality, **quality_fields(spec), event_types=()),
+            kafka=replace(self.kafka, topic=spec.source.topic or spec.name),
+            streams=replace(self.streams, source=spec.source.default),
         )
 
     def under(self, *parts: str) -> Self:
@@ -523,31 +501,36 @@ class Settings(Group):
         return self.storage.location() if self.storage.on_object_storage else self.home
 
     @property
+    def lakehouse_home(self) -> Path:
+        """The whole lakehouse's home (a pipeline's view keeps its own data in ``pipelines/<name>/`` of it)."""
+        return self.root().home
+
+    @property
     def reports_dir(self) -> Path:
-        return self.home / "reports"
+        return self.lakehouse_home / "reports"
 
     @property
     def dagster_home(self) -> Path:
-        return self.home / "dagster"
+        return self.lakehouse_home / "dagster"
 
     @property
     def logs_dir(self) -> Path:
-        return self.home / "logs"
+        return self.lakehouse_home / "logs"
 
     @property
     def cluster_dir(self) -> Path:
         """The local standalone cluster's pids, logs and workers' scratch (``lakehouse cluster``)."""
-        return self.home / "cluster"
+        return self.lakehouse_home / "cluster"
 
     @property
     def postgres_dir(self) -> Path:
         """The local PostgreSQL's data and log (``lakehouse postgres``)."""
-        return self.dagster.pg_dir or self.home / "postgres"
+        return self.dagster.pg_dir or self.lakehouse_home / "postgres"
 
     @property
     def kafka_dir(self) -> Path:
         """The local broker's config, data (its log segments) and logs."""
-        return self.home / "kafka"
+        return self.lakehouse_home / "kafka"
 
     def ensure_home(self) -> None:
         """Create the home's folders (and, on object storage, check the storage answers and takes a write),

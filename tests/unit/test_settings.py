@@ -43,6 +43,7 @@ ANY_TEXT = {
     "LAKEHOUSE_EXECUTOR_JVM_OPTIONS",
     "LAKEHOUSE_KAFKA_BROKER_JARS_DIR",
     "LAKEHOUSE_DAGSTER_PG_DIR",
+    "LAKEHOUSE_PIPELINES_DIR",
 }
 
 
@@ -68,6 +69,10 @@ READINGS = [
     ("LAKEHOUSE_HOME", "/tmp/lake/../house", "home", Path("/tmp/house")),
     ("LAKEHOUSE_HOME", "~/lake", "home", Path.home() / "lake"),
     ("LAKEHOUSE_GOLD_OUTPUTS", "all", "gold_outputs", frozenset(GOLD_OUTPUTS)),
+    ("LAKEHOUSE_PIPELINES", "all", "pipeline_names", ()),
+    ("LAKEHOUSE_PIPELINES", " readings, purchases", "pipeline_names", ("readings", "purchases")),
+    ("LAKEHOUSE_PIPELINES_DIR", "/tmp/specs/../my-specs", "pipelines_dir", Path("/tmp/my-specs")),
+    ("LAKEHOUSE_PIPELINES_DIR", "none", "pipelines_dir", None),
     ("LAKEHOUSE_GOLD_OUTPUTS", "none", "gold_outputs", frozenset()),
     ("LAKEHOUSE_GOLD_OUTPUTS", " hopping, sessions ,", "gold_outputs", frozenset({"hopping", "sessions"})),
     ("LAKEHOUSE_WINDOW_MINUTES", " 15 ", "windows.minutes", 15),
@@ -155,6 +160,8 @@ READINGS = [
 
 # Variable and a text it refuses.
 REFUSALS = [
+    ("LAKEHOUSE_PIPELINES", " , "),
+    ("LAKEHOUSE_PIPELINES", "purchases,pageviews"),
     ("LAKEHOUSE_GOLD_OUTPUTS", "sessions,tumbling"),
     ("LAKEHOUSE_GOLD_OUTPUTS", " , "),
     ("LAKEHOUSE_GOLD_OUTPUTS", "all,hopping"),
@@ -453,6 +460,8 @@ INVALID_CHANGES = [
     (DEFAULTS, {"gold_outputs": frozenset({"tumbling"})}, "LAKEHOUSE_GOLD_OUTPUTS"),
     (DEFAULTS, {"gold_outputs": {"sessions"}}, "LAKEHOUSE_GOLD_OUTPUTS"),
     (DEFAULTS, {"home": "relative/home"}, "LAKEHOUSE_HOME"),
+    (DEFAULTS, {"pipeline_names": "readings"}, "LAKEHOUSE_PIPELINES"),
+    (DEFAULTS, {"pipelines_dir": "specs"}, "LAKEHOUSE_PIPELINES_DIR"),
     (DEFAULTS.windows, {"minutes": 0}, "LAKEHOUSE_WINDOW_MINUTES"),
     (DEFAULTS.windows, {"minutes": 7}, "LAKEHOUSE_WINDOW_MINUTES"),
     (DEFAULTS.windows, {"minutes": "5"}, "LAKEHOUSE_WINDOW_MINUTES"),
