@@ -102,7 +102,7 @@ def refined(
     the writer's index of stored keys, answers dedup's first step on the driver and learns the batch's."""
     spark = bronze.sparkSession
     valid = F.col("reason").isNull()
-    with materialized(parse_events(bronze, settings.streams.max_line_bytes)) as parsed:
+    with materialized(parse_events(bronze, settings.streams.max_line_bytes, spec=settings.spec)) as parsed:
         keys = batch_keys(parsed.where(valid), event_key()) if seen and seen.current(spark, settings) else None
         days = seen.found(keys[0])[1] if keys is not None else None
         # Keys all distinct and none stored: every valid line is the first arrival of its id.

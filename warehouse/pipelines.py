@@ -450,6 +450,11 @@ def declared_pipelines(extra: Path | None = None) -> dict[str, PipelineSpec]:
     return specs
 
 
+def first_spec() -> PipelineSpec:
+    """The first pipeline's spec: the contract's purchases stream."""
+    return declared_pipelines()[FIRST_PIPELINE]
+
+
 def declared_outputs(spec: PipelineSpec) -> frozenset[str]:
     """The gold outputs a spec keeps: its derived windows and firings, and its code outputs."""
     w = spec.windows
