@@ -30,10 +30,10 @@ from warehouse.catalog import (
     SILVER_LATE_EVENTS,
     SILVER_QUARANTINE,
     firings_table,
-    hopping_spend_table,
-    user_sessions_table,
-    user_spend_global_table,
-    user_spend_table,
+    global_table,
+    hopping_table,
+    sessions_table,
+    tumbling_table,
 )
 from warehouse.locks import lock_holder
 from warehouse.settings import Settings
@@ -61,20 +61,20 @@ def table_checks(chaos: Chaos) -> dict[str, object]:
     silver = _query(SILVER_EVENTS.path(settings), "SELECT count(*), count(DISTINCT event_id) FROM t")[0]
     checks["invariant_1_silver_holds_each_valid_event_once"] = tuple(silver) == (distinct_valid_events(lines),) * 2
     windows = window_totals(lines, settings.windows.minutes)
-    gold = _keyed(user_spend_table(settings).path(settings), "window_start", "total_amount", "event_count")
+    gold = _keyed(tumbling_table(settings).path(settings), "window_start", "total_amount", "event_count")
     checks["gold_windows"] = len(gold)
     checks["invariant_2_gold_5m_equals_reference"] = _agree(gold, windows)
     broken = broken_correction_chains(
         DeltaTable(str(GOLD_CORRECTIONS.path(settings))).to_pyarrow_table().to_pylist(),
-        DeltaTable(str(user_spend_table(settings).path(settings))).to_pyarrow_table().to_pylist(),
-        user_spend_table(settings).name,
+        DeltaTable(str(tumbling_table(settings).path(settings))).to_pyarrow_table().to_pylist(),
+        tumbling_table(settings).name,
     )
     checks["gold_5m_corrections_chain_revision_by_revision"] = not broken
     if settings.keeps("hopping"):
-        hours = _keyed(hopping_spend_table(settings).path(settings), "window_start", "total_amount", "event_count")
+        hours = _keyed(hopping_table(settings).path(settings), "window_start", "total_amount", "event_count")
         checks["gold_hopping_equals_reference"] = _agree(hours, hopping_totals(windows))
     if settings.keeps("sessions"):
-        path = user_sessions_table(settings).path(settings)
+        path = sessions_table(settings).path(settings)
         sessions = _keyed(path, "session_start", "session_end", "total_amount", "event_count")
         expected = session_totals(lines, settings.windows.session_gap_minutes)
         checks["gold_sessions_equal_reference"] = _agree(sessions, expected)
@@ -83,9 +83,7 @@ def table_checks(chaos: Chaos) -> dict[str, object]:
         for (user, _start), (total, count) in windows.items():
             figures = per_user.setdefault(user, [0, 0])
             figures[0], figures[1] = figures[0] + count, figures[1] + total
-        rows = _query(
-            user_spend_global_table(settings).path(settings), "SELECT user_id, event_count, total_amount FROM t"
-        )
+        rows = _query(global_table(settings).path(settings), "SELECT user_id, event_count, total_amount FROM t")
         checks["gold_global_equals_reference"] = _agree({u: [c, t] for u, c, t in rows}, per_user)
     if settings.keeps("firings"):
         newest = _query(

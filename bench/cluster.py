@@ -26,7 +26,7 @@ from bench.freshness import measure
 from bench.run import SEED, _environment, _lakehouse_command, _run, count_lines, landing_files, table_figures
 from devtools.daemons import free_port
 from devtools.objectstore import ObjectStore
-from warehouse.catalog import user_spend_table
+from warehouse.catalog import tumbling_table
 from warehouse.settings import REPO_ROOT, Settings
 
 RESULTS_PATH = REPO_ROOT / "bench" / "results" / "cluster.json"
@@ -50,7 +50,7 @@ def _on_object_storage(files: list, env: dict[str, str], root) -> tuple[float, t
         seconds, _ = _run([_lakehouse_command(), "run", "--once"], env, root / "s3-run.log")
         os.environ.update({k: v for k, v in store.env.items() if k.startswith("AWS_")})
         settings = Settings.from_env(env)
-        return seconds, table_figures(user_spend_table(settings).path(settings))
+        return seconds, table_figures(tumbling_table(settings).path(settings))
     finally:
         store.stop()
 
@@ -115,7 +115,7 @@ def main() -> None:
         print("timing `lakehouse run --once` with the data on the S3 server ...", flush=True)
         s3_seconds, s3_figures = _on_object_storage(files, _environment(root / "s3", args.files_per_trigger), root)
         figures = {
-            mode: table_figures(user_spend_table(Settings.from_env(env)).path(Settings.from_env(env)))
+            mode: table_figures(tumbling_table(Settings.from_env(env)).path(Settings.from_env(env)))
             for mode, env in (("local", local_env), ("cluster", cluster_env))
         }
         figures["s3"] = s3_figures

@@ -35,7 +35,7 @@ from bench.run import _environment, _lakehouse_command
 from devtools.synthetic import StreamSpec, generate_lines
 from runtime.sources.landing import place_in_landing
 from tests.reference import landing_lines, window_totals
-from warehouse.catalog import BRONZE_EVENTS, SILVER_DUPLICATES, SILVER_EVENTS, SILVER_QUARANTINE, user_spend_table
+from warehouse.catalog import BRONZE_EVENTS, SILVER_DUPLICATES, SILVER_EVENTS, SILVER_QUARANTINE, tumbling_table
 from warehouse.settings import REPO_ROOT, Settings
 
 RESULTS = REPO_ROOT / "bench" / "results"
@@ -143,7 +143,7 @@ def _checks(run: Run) -> dict[str, object]:
     quarantine = _count(SILVER_QUARANTINE.path(settings))
     duplicates = _count(SILVER_DUPLICATES.path(settings))
     rows = _query(
-        user_spend_table(settings).path(settings), "SELECT user_id, window_start, total_amount, event_count FROM t"
+        tumbling_table(settings).path(settings), "SELECT user_id, window_start, total_amount, event_count FROM t"
     )
     gold = {(user, start.astimezone(UTC)): (total, count) for user, start, total, count in rows}
     expected = window_totals(lines, settings.windows.minutes)
@@ -168,7 +168,7 @@ def _versions(settings: Settings) -> dict[str, int]:
 
 
 def _values(settings: Settings) -> list[tuple]:
-    return sorted(_query(user_spend_table(settings).path(settings), "SELECT * FROM t"), key=repr)
+    return sorted(_query(tumbling_table(settings).path(settings), "SELECT * FROM t"), key=repr)
 
 
 def main() -> None:

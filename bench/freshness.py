@@ -35,7 +35,7 @@ from deltalake import DeltaTable
 
 from bench.run import _environment, _lakehouse_command
 from runtime.sources.landing import place_in_landing
-from warehouse.catalog import gold_output_tables, user_spend_table
+from warehouse.catalog import gold_output_tables, tumbling_table
 from warehouse.settings import REPO_ROOT, Settings
 
 RESULTS = REPO_ROOT / "bench" / "results"
@@ -106,7 +106,7 @@ def _lines(rate: int, n: int, now: datetime) -> list[str]:
 
 def outputs(settings: Settings) -> dict[str, tuple[Path, str]]:
     """Every gold output the home keeps → (its table's path, the column a probe's key appears in)."""
-    found = {"user_spend_5m": (user_spend_table(settings).path(settings), "user_id")}
+    found = {"user_spend_5m": (tumbling_table(settings).path(settings), "user_id")}
     for name, table in gold_output_tables(settings).items():
         if settings.keeps(name):
             found[name] = (table.path(settings), "order_id" if name == "order_payments" else "user_id")

@@ -32,7 +32,7 @@ from pathlib import Path
 from deltalake import DeltaTable
 
 from bench.run import SEED, _environment, _lakehouse_command, _run, table_figures
-from warehouse.catalog import OPS_WATERMARKS, SILVER_LATE_EVENTS, user_spend_table
+from warehouse.catalog import OPS_WATERMARKS, SILVER_LATE_EVENTS, tumbling_table
 from warehouse.settings import REPO_ROOT, Settings
 
 TARGET_RATIO = 0.1
@@ -96,7 +96,7 @@ def bench_history(lakehouse: str, root: Path, events: int, files: int, users: in
 
     reconcile_seconds, output = step("reconcile", "reconcile")
     folded = re.search(r"late_events=([\d,]+)", output)
-    gold = user_spend_table(settings).path(settings)
+    gold = tumbling_table(settings).path(settings)
     rows, events_in_gold = table_figures(gold)
     replay_seconds, output = step("replay", "replay")
     changed = re.search(r"gold keys changed by the replay: ([\d,]+)", output)

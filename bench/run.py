@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from warehouse.catalog import user_spend_table
+from warehouse.catalog import tumbling_table
 from warehouse.settings import REPO_ROOT, Settings
 from warehouse.storage import Location, open_delta
 
@@ -127,7 +127,7 @@ def main() -> None:
 
         print(f"timing `lakehouse run --once` ({args.files_per_trigger} files per trigger) ...", flush=True)
         ours_seconds, _ = _run([lakehouse, "run", "--once"], ours_env, root / "ours.log")
-        gold = user_spend_table(Settings.from_env(ours_env)).path(Settings.from_env(ours_env))
+        gold = tumbling_table(Settings.from_env(ours_env)).path(Settings.from_env(ours_env))
         ours = Timing(ours_seconds, lines / ours_seconds, *table_figures(gold))
 
         print("timing `lakehouse validate` (every suite) ...", flush=True)

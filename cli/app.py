@@ -424,7 +424,8 @@ def _outputs(settings: Settings) -> str:
     return ",".join(sorted(settings.gold_outputs)) or "none"
 
 
-def _catalog_table(settings: Settings, name: str) -> Any:
+def _catalog_table(settings: Settings, name: str) -> tuple[Settings, Any]:
+    """(the table's pipeline's settings, the table) for a catalog name; one line naming the known ones."""
     from warehouse.catalog import table_by_name
 
     try:
@@ -454,8 +455,7 @@ def show(
     if limit < 0:
         raise ValueError("--limit must be 0 or more")
     target = None if as_of is None else parse_as_of(as_of)
-    settings = _settings()
-    table = _catalog_table(settings, table_name)
+    settings, table = _catalog_table(_settings(), table_name)
     snapshot = read_snapshot(settings, table, limit, target)
     if snapshot is None:
         console.print(_missing(settings, table), markup=False, highlight=False)
@@ -475,8 +475,7 @@ def history(
 
     if limit < 1:
         raise ValueError("--limit must be 1 or more")
-    settings = _settings()
-    table = _catalog_table(settings, table_name)
+    settings, table = _catalog_table(_settings(), table_name)
     commits = table_history(settings, table, limit)
     if as_json:
         print_json([c.as_json() for c in commits or []])
@@ -484,7 +483,7 @@ def history(
     if commits is None:
         console.print(_missing(settings, table), markup=False, highlight=False)
         return
-    render.print_history(console, table.name, commits, limit)
+    render.print_history(console, table_name, commits, limit)
 
 
 app.command("pipelines")(pipelines.pipelines)

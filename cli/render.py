@@ -259,7 +259,7 @@ def catalog_table(states: Sequence[Any], home: Path, width: int, console: Consol
     shown = [str(p.relative_to(home)) if p.is_relative_to(home) else str(p) for p in paths]
     rows = [
         (
-            state.table.name,
+            state.name or state.table.name,
             state.table.layer,
             "-" if state.version is None else str(state.version),
             "-" if state.rows is None else f"{state.rows:,}",
@@ -409,7 +409,7 @@ def print_kafka_status(console: Console, report: Mapping[str, Any]) -> None:
 def pipeline_record(settings: Any) -> dict[str, Any]:
     """One declared pipeline as ``pipelines --json`` prints it: the spec as declared, where its lines land,
     and its tables."""
-    from warehouse.catalog import kept_tables
+    from warehouse.catalog import catalog_name, kept_tables
     from warehouse.pipelines import landing_folder
 
     spec = settings.spec
@@ -417,7 +417,7 @@ def pipeline_record(settings: Any) -> dict[str, Any]:
         **spec.declared(),
         "landing_folder": str(settings.landing_dir),
         "kafka_topic": settings.kafka.topic,
-        "tables": [table.name for table in kept_tables(settings)],
+        "tables": [catalog_name(settings, table) for table in kept_tables(settings)],
         "source_folder": landing_folder(spec),
     }
 

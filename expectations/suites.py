@@ -44,7 +44,7 @@ from warehouse.catalog import (
     SILVER_LATE_EVENTS,
     SILVER_QUARANTINE,
     Table,
-    user_spend_table,
+    tumbling_table,
 )
 from warehouse.delta import as_of, read_table, table_version
 from warehouse.locks import hold_gold
@@ -339,7 +339,7 @@ def completeness_suite(spark: SparkSession, settings: Settings) -> SuiteResult:
     (``pending_windows``). The versions are pinned under the gold lock, then read by time travel.
     """
     gxe = gx_expectations()
-    gold = user_spend_table(settings)
+    gold = tumbling_table(settings)
     result = SuiteResult("completeness", gold.name)
     with timed(result):
         with hold_gold(settings, "a completeness check"):
@@ -410,7 +410,7 @@ def freshness_suite(spark: SparkSession, settings: Settings) -> SuiteResult:
     """
     gxe = gx_expectations()
     quality = settings.quality
-    gold = user_spend_table(settings)
+    gold = tumbling_table(settings)
     severity = CRITICAL if quality.warnings_block else WARNING
     result = SuiteResult("freshness", gold.name)
     with timed(result):
@@ -478,7 +478,7 @@ SUITES: dict[str, Suite] = {
         Suite("bronze.events", lambda s: BRONZE_EVENTS, "source position, ingest time, rows = lines", bronze_suite),
         Suite("silver.events", lambda s: SILVER_EVENTS, "the event rules on every stored event", silver_suite),
         Suite("conservation", lambda s: SILVER_EVENTS, "bronze = silver + quarantine + duplicates", conservation_suite),
-        Suite("completeness", user_spend_table, "gold equals a recomputation from silver", completeness_suite),
-        Suite("freshness", user_spend_table, "gold keeps up; late and quarantine rates", freshness_suite, warns=True),
+        Suite("completeness", tumbling_table, "gold equals a recomputation from silver", completeness_suite),
+        Suite("freshness", tumbling_table, "gold keeps up; late and quarantine rates", freshness_suite, warns=True),
     )
 }

@@ -40,7 +40,7 @@ from warehouse.catalog import (
     SILVER_QUARANTINE,
     Table,
     kept_tables,
-    user_spend_table,
+    tumbling_table,
 )
 from warehouse.inspect import table_state
 from warehouse.settings import Settings
@@ -217,7 +217,7 @@ def _written_figures(settings: Settings) -> dict[str, str]:
     figures = {
         # The source streams carry their batches through silver to the tumbling table (runtime.carry).
         SILVER_EVENTS.name: "events",
-        user_spend_table(settings).name: "windows_changed",
+        tumbling_table(settings).name: "windows_changed",
         SILVER_QUARANTINE.name: "quarantined",
         SILVER_DUPLICATES.name: "duplicates",
         SILVER_LATE_EVENTS.name: "late",
@@ -266,7 +266,7 @@ def batch_metadata(
     metadata["batch_seconds"] = round(seconds, 3)
     metadata["slowest_batch_seconds"] = round(max(float(batch["batch_seconds"] or 0.0) for batch in batches), 3)
     metadata["rows_per_second"] = round(rows_in / seconds, 1) if seconds else 0.0
-    extras = {SILVER_EVENTS.name: ("quarantined", "duplicates"), user_spend_table(settings).name: ("late",)}
+    extras = {SILVER_EVENTS.name: ("quarantined", "duplicates"), tumbling_table(settings).name: ("late",)}
     for column in extras.get(table.name, ()):
         metadata[column] = _total(batches, column)
     for column in _BACKLOG:

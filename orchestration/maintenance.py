@@ -19,7 +19,7 @@ from warehouse.catalog import (
     SILVER_QUARANTINE,
     Table,
     all_tables,
-    user_spend_table,
+    tumbling_table,
 )
 from warehouse.maintenance import maintain_tables
 from warehouse.settings import Settings
@@ -35,7 +35,7 @@ def asset_tables(settings: Settings) -> dict[str, Table]:
             SILVER_QUARANTINE,
             SILVER_DUPLICATES,
             SILVER_LATE_EVENTS,
-            user_spend_table(settings),
+            tumbling_table(settings),
             GOLD_CORRECTIONS,
         )
     }

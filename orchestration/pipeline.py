@@ -41,10 +41,10 @@ from warehouse.catalog import (
     SILVER_QUARANTINE,
     Table,
     firings_table,
-    hopping_spend_table,
-    user_sessions_table,
-    user_spend_global_table,
-    user_spend_table,
+    global_table,
+    hopping_table,
+    sessions_table,
+    tumbling_table,
 )
 from warehouse.inspect import table_state
 from warehouse.locks import lock_holder
@@ -120,20 +120,20 @@ def window_outputs(settings: Settings) -> dict[str, tuple[Table, Table, dict[str
     """The window tables kept besides user_spend_5m (as the other optional outputs, assets only when kept):
     the firings log (an output of ``update_windows``) and the derived windows (outputs of
     ``derive_windows``): the table, what it is derived from, and its metadata (key → the batch's figure)."""
-    gold = user_spend_table(settings)
+    gold = tumbling_table(settings)
     return {
         "hopping": (
-            hopping_spend_table(settings),
+            hopping_table(settings),
             gold,
             {"rows_written": "hopping_windows_changed", "watermark": "watermark"},
         ),
         "sessions": (
-            user_sessions_table(settings),
+            sessions_table(settings),
             SILVER_EVENTS,
             {"rows_in": "rows_in", "rows_written": "sessions_changed", "watermark": "watermark"},
         ),
         "global": (
-            user_spend_global_table(settings),
+            global_table(settings),
             SILVER_EVENTS,
             {"rows_in": "rows_in", "rows_written": "global_firings", "firings": "global_firings"},
         ),
@@ -148,7 +148,7 @@ CARRY_OP = "carry_to_gold"
 def carried_asset(settings: Settings) -> dg.AssetsDefinition:
     """``carry_to_gold``: each batch of the source (its run config; default the settings' source) into
     bronze, silver and the tumbling table, then the idle watermark advance (``runtime.carry``)."""
-    gold = user_spend_table(settings)
+    gold = tumbling_table(settings)
     firings = [
         entry for output, entry in window_outputs(settings).items() if output == "firings" and settings.keeps(output)
     ]
@@ -232,7 +232,7 @@ def derived_asset(settings: Settings) -> dg.AssetsDefinition:
         entry for output, entry in window_outputs(settings).items() if output != "firings" and settings.keeps(output)
     ]
     stage_name = derived_stage_name(settings)
-    followed = {SILVER_EVENTS.name: SILVER_EVENTS, user_spend_table(settings).name: user_spend_table(settings)}
+    followed = {SILVER_EVENTS.name: SILVER_EVENTS, tumbling_table(settings).name: tumbling_table(settings)}
 
     @dg.multi_asset(
         # Every derived window is made of silver's events (read back by the batches they came in) and

@@ -15,7 +15,7 @@ from deltalake.exceptions import TableNotFoundError
 from orchestration.pipeline import asset_key, waiting_run
 from orchestration.resources import LakehouseResource
 from runtime.runner import StageReport, run_reconcile
-from warehouse.catalog import GOLD_CORRECTIONS, SILVER_LATE_EVENTS, user_spend_table
+from warehouse.catalog import GOLD_CORRECTIONS, SILVER_LATE_EVENTS, tumbling_table
 from warehouse.locks import GOLD_LOCK_WAIT_SECONDS
 from warehouse.settings import Settings
 from warehouse.storage import open_delta
@@ -37,7 +37,7 @@ def _report_materializations(
         "reconcile_kind": kind,
     }
     # A run that changed gold materializes it; one that found nothing to do is still recorded, as an observation.
-    for table in (user_spend_table(settings), GOLD_CORRECTIONS):
+    for table in (tumbling_table(settings), GOLD_CORRECTIONS):
         if changed:
             context.log_event(dg.AssetMaterialization(asset_key=asset_key(table), metadata=metadata))
         else:

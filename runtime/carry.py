@@ -30,7 +30,7 @@ from transforms.gold.tumbling import update_windows
 from transforms.latency import ARRIVAL_KEYS
 from transforms.seen_keys import SeenKeys
 from transforms.silver import refined
-from warehouse.catalog import SILVER_EVENTS, user_spend_table
+from warehouse.catalog import SILVER_EVENTS, tumbling_table
 from warehouse.delta import batch_scope, latest_version, materialized
 from warehouse.locks import hold_gold
 from warehouse.settings import Settings
@@ -92,7 +92,7 @@ def _fold(events: DataFrame, settings: Settings, source: str, batch_id: int, sin
     with batch_scope(gold_writer, gold_batch, since), hold_gold(settings, f"{windows} batch", derived=False):
         gold = update_windows(
             events, gold_batch, settings, gold_writer, windows, silver_version,
-            _OPEN.setdefault(user_spend_table(settings).path(settings), OpenWindows()),
+            _OPEN.setdefault(tumbling_table(settings).path(settings), OpenWindows()),
         )  # fmt: skip
     # The batch's latency is measured from bronze's arrival figures, to the end of the whole batch.
     return {

@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from warehouse.catalog import BRONZE_EVENTS, user_spend_table
+from warehouse.catalog import BRONZE_EVENTS, tumbling_table
 from warehouse.delta import commit_of
 from warehouse.settings import Settings
 from warehouse.storage import Location, is_remote, move_tree, names, write_atomically
@@ -34,7 +34,7 @@ RECONCILE_STAGE = "reconcile_late_events"
 
 
 def windows_stage_name(settings: Settings) -> str:
-    return user_spend_table(settings).name.replace(".", "_")
+    return tumbling_table(settings).name.replace(".", "_")
 
 
 def derived_stage_name(settings: Settings) -> str:

@@ -80,10 +80,10 @@ from warehouse.catalog import (
     SILVER_LATE_EVENTS,
     SILVER_QUARANTINE,
     Table,
-    hopping_spend_table,
-    user_sessions_table,
-    user_spend_global_table,
-    user_spend_table,
+    global_table,
+    hopping_table,
+    sessions_table,
+    tumbling_table,
 )
 from warehouse.delta import (
     append_once,
@@ -356,16 +356,16 @@ def _swap_tables(spark: SparkSession, settings: Settings, staging: Settings, rep
         version, report.rows_swapped[table.name] = _overwrite(spark, content, settings, table, app_id)
         if table is SILVER_EVENTS:
             silver_version = version
-    gold = user_spend_table(settings)
+    gold = tumbling_table(settings)
     _swap_windows(spark, settings, staging, report, gold, app_id, consumption_metadata(app_id, 0, silver_version))
     # Gold outputs the home leaves out (LAKEHOUSE_GOLD_OUTPUTS) were not rebuilt: they are left as they are.
     if settings.keeps("hopping"):
-        _swap_windows(spark, settings, staging, report, hopping_spend_table(settings), f"{app_id}:hops")
+        _swap_windows(spark, settings, staging, report, hopping_table(settings), f"{app_id}:hops")
     if settings.keeps("sessions"):
-        _swap_windows(spark, settings, staging, report, user_sessions_table(settings), f"{app_id}:sessions")
+        _swap_windows(spark, settings, staging, report, sessions_table(settings), f"{app_id}:sessions")
     if settings.keeps("global"):
         # Global windows hold running values (no revisions or corrections): the rebuild's replace them.
-        global_windows = user_spend_global_table(settings)
+        global_windows = global_table(settings)
         content = read_table(spark, staging, global_windows)
         _, report.rows_swapped[global_windows.name] = _overwrite(
             spark, content, settings, global_windows, f"{app_id}:global"
@@ -466,7 +466,7 @@ def _swap_windows(
         report.gold_keys_changed += changed
         if changed:
             append_once(corrections, settings, GOLD_CORRECTIONS, app_id, 0)
-            if gold.name == user_spend_table(settings).name:
+            if gold.name == tumbling_table(settings).name:
                 # A replay's changes reach consumers as late firings (the firings log itself is history); the
                 # other derived tables are rebuilt by the replay itself.
                 watermark = latest_watermark(spark, staging, windows_stage_name(settings))

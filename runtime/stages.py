@@ -49,7 +49,7 @@ from warehouse.catalog import (
     Table,
     all_tables,
     gold_output_tables,
-    user_spend_table,
+    tumbling_table,
 )
 from warehouse.locks import DERIVED_LOCK, GOLD_LOCK
 from warehouse.settings import Settings
@@ -292,7 +292,7 @@ def stream_outputs(settings: Settings) -> dict[str, tuple[Table, ...]]:
     """Stream name → the tables its batches write (kept outputs only): which assets a stream's progress
     rows (``ops.stream_progress.stream``) speak for."""
     kept = gold_output_tables(settings)
-    windows = [user_spend_table(settings), GOLD_CORRECTIONS]
+    windows = [tumbling_table(settings), GOLD_CORRECTIONS]
     if settings.keeps("firings"):
         windows.append(kept["firings"])
     derived = tuple(kept[name] for name in derived_outputs(settings))

@@ -24,6 +24,10 @@ UNIT = Path(__file__).parent / "unit"
 #: fill, hence 256 MB (decision 59). A user's JVMs keep the JVM's default unless they set the same.
 TEST_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=256m"
 os.environ.setdefault("LAKEHOUSE_JVM_OPTIONS", TEST_JVM_OPTIONS)
+#: The tests of one pipeline's semantics run the first pipeline alone (each pipeline has its own home, streams,
+#: checkpoints and locks, so another one beside it changes none of them); tests/test_declared_pipelines.py runs
+#: every declared pipeline at once, as a user's home does by default.
+os.environ.setdefault("LAKEHOUSE_PIPELINES", "purchases")
 os.environ.setdefault("LAKEHOUSE_EXECUTOR_JVM_OPTIONS", TEST_JVM_OPTIONS)
 
 

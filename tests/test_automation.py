@@ -11,7 +11,7 @@ from orchestration import definitions, pipeline, reconcile
 from orchestration.resources import lakehouse_resource
 from runtime.runner import run_once
 from tests.lines import HOURS_LATER, SEEDS_EXAMPLE, TOO_LATE, event, land
-from warehouse.catalog import GOLD_CORRECTIONS, user_spend_table
+from warehouse.catalog import GOLD_CORRECTIONS, tumbling_table
 from warehouse.delta import read_table
 
 
@@ -99,13 +99,13 @@ def test_late_data_sensor_then_reconcile_job_folds_the_seeds_example(spark, sett
         assert metadata["corrections_written"].value == 1
         assert "reconcile_seconds" in metadata
 
-    gold = read_table(spark, settings, user_spend_table(settings)).where(F.col("user_id") == "A").collect()
+    gold = read_table(spark, settings, tumbling_table(settings)).where(F.col("user_id") == "A").collect()
     folded = next(r for r in gold if r.window_start.replace(tzinfo=UTC) == datetime(2024, 1, 1, 10, 0, tzinfo=UTC))
     assert (folded.total_amount, folded.event_count) == (Decimal("8.00"), 3)
     causes = [
         r.cause
         for r in read_table(spark, settings, GOLD_CORRECTIONS).collect()
-        if r.table_name == user_spend_table(settings).name
+        if r.table_name == tumbling_table(settings).name
     ]
     assert causes.count("reconciliation") == 1
 
@@ -113,14 +113,14 @@ def test_late_data_sensor_then_reconcile_job_folds_the_seeds_example(spark, sett
 def test_completeness_sweep_partition_repairs_its_date(spark, settings) -> None:
     land(settings, "day.jsonl", [event("d1", "D", "2024-01-02T08:00:00Z", "2.50")])
     run_once(spark, settings)
-    gold_path = str(user_spend_table(settings).path(settings))
+    gold_path = str(tumbling_table(settings).path(settings))
     spark.sql(f"UPDATE delta.`{gold_path}` SET total_amount = 9.99")
     with dg.instance_for_test() as instance:
         job = job_defs(settings).resolve_job_def("completeness_sweep")
         assert job.partitions_def.get_partition_keys()[0] == "2024-01-01"
         result = job.execute_in_process(instance=instance, partition_key="2024-01-02")
         assert result.success
-    row = read_table(spark, settings, user_spend_table(settings)).first()
+    row = read_table(spark, settings, tumbling_table(settings)).first()
     assert (row.total_amount, row.event_count) == (Decimal("2.50"), 1)
 
 

@@ -35,11 +35,11 @@ from warehouse.catalog import (
     Table,
     all_tables,
     firings_table,
-    hopping_spend_table,
+    global_table,
+    hopping_table,
     kept_tables,
-    user_sessions_table,
-    user_spend_global_table,
-    user_spend_table,
+    sessions_table,
+    tumbling_table,
 )
 from warehouse.delta import batch_scope, table_version
 from warehouse.maintenance import checkpoint_log
@@ -210,11 +210,11 @@ def test_batch_rerun_after_crash_writes_nothing_twice(
         SILVER_QUARANTINE.name: 2,
         SILVER_DUPLICATES.name: 3,
         SILVER_LATE_EVENTS.name: 1,
-        user_spend_table(settings).name: 5,
-        hopping_spend_table(settings).name: len(hopping_totals(windows_now(spark, settings))),
+        tumbling_table(settings).name: 5,
+        hopping_table(settings).name: len(hopping_totals(windows_now(spark, settings))),
         GOLD_CORRECTIONS.name: rows_of(spark, settings, GOLD_CORRECTIONS),  # checked table by table below
-        user_sessions_table(settings).name: 2,  # A and B each one session (every gap under 30 min)
-        user_spend_global_table(settings).name: 2,
+        sessions_table(settings).name: 2,  # A and B each one session (every gap under 30 min)
+        global_table(settings).name: 2,
         # Batch 0: four first writes (A and B at 10:00 on time and final, the others early); batch 1: B 10:15
         # and A 10:20 on time (their ends passed 10:28), A 10:30 early. Each once, however often re-run.
         firings_table(settings).name: 7,
@@ -226,7 +226,7 @@ def test_batch_rerun_after_crash_writes_nothing_twice(
         OPS_RECONCILIATIONS.name: 0,
         OPS_DQ_RESULTS.name: 0,
     }
-    gold = read(spark, settings, user_spend_table(settings))
+    gold = read(spark, settings, tumbling_table(settings))
     state = {
         (r.user_id, r.start): (r.total_amount, r.event_count, r.revision, r.is_final)
         for r in gold.select("*", F.unix_seconds("window_start").alias("start")).collect()
@@ -241,7 +241,7 @@ def test_batch_rerun_after_crash_writes_nothing_twice(
     late = read(spark, settings, SILVER_LATE_EVENTS).first()
     assert (late.event_id, late.amount, late.lateness_seconds) == ("a4", Decimal("10.00"), 17 * 60.0)
     logged = read(spark, settings, GOLD_CORRECTIONS).select("*").collect()
-    five = user_spend_table(settings).name
+    five = tumbling_table(settings).name
     five_minute = [(r.user_id, r.cause, r.revision) for r in logged if r.table_name == five]
     assert sorted(five_minute) == [("A", "window_closed", 2), ("B", "stream_update", 2)]
     hourly = [(r.table_name, r.user_id, r.window_start, r.revision) for r in logged if r.table_name != five]
@@ -249,12 +249,11 @@ def test_batch_rerun_after_crash_writes_nothing_twice(
     # The hours follow the 5-minute windows exactly, however often the batches ran.
     hours = {
         (r.user_id, r.window_start.replace(tzinfo=UTC)): (r.total_amount, r.event_count)
-        for r in read(spark, settings, hopping_spend_table(settings)).collect()
+        for r in read(spark, settings, hopping_table(settings)).collect()
     }
     assert hours == hopping_totals(windows_now(spark, settings))
     sessions = {
-        r.user_id: (r.total_amount, r.event_count)
-        for r in read(spark, settings, user_sessions_table(settings)).collect()
+        r.user_id: (r.total_amount, r.event_count) for r in read(spark, settings, sessions_table(settings)).collect()
     }
     assert sessions == {"A": (Decimal("22.00"), 5), "B": (Decimal("6.75"), 3)}  # a4, late for its window, too
 
@@ -262,7 +261,7 @@ def test_batch_rerun_after_crash_writes_nothing_twice(
 def windows_now(spark: SparkSession, settings: Settings) -> dict:
     return {
         (r.user_id, r.window_start.replace(tzinfo=UTC)): (r.total_amount, r.event_count)
-        for r in read(spark, settings, user_spend_table(settings)).collect()
+        for r in read(spark, settings, tumbling_table(settings)).collect()
     }
 
 
@@ -291,7 +290,7 @@ def test_reconcile_rerun_after_crash_at_each_write_ends_exact(
 
     def a_1000() -> tuple:
         row = (
-            read(spark, settings, user_spend_table(settings))
+            read(spark, settings, tumbling_table(settings))
             .where("user_id = 'A'")
             .where(F.unix_seconds("window_start") == at(10, 0))
             .first()
@@ -300,7 +299,7 @@ def test_reconcile_rerun_after_crash_at_each_write_ends_exact(
 
     def logged(user: str) -> list[tuple]:
         rows = read(spark, settings, GOLD_CORRECTIONS).where(
-            f"cause = 'reconciliation' AND user_id = '{user}' AND table_name = '{user_spend_table(settings).name}'"
+            f"cause = 'reconciliation' AND user_id = '{user}' AND table_name = '{tumbling_table(settings).name}'"
         )
         return sorted((r.revision, r.old_total_amount, r.new_total_amount) for r in rows.collect())
 
@@ -332,13 +331,13 @@ def test_reconcile_rerun_after_crash_at_each_write_ends_exact(
     assert rows_of(spark, settings, OPS_RECONCILIATIONS) == 2
 
     # A date repair killed between its writes resumes under the same run number on the next run.
-    gold_path = str(user_spend_table(settings).path(settings))
+    gold_path = str(tumbling_table(settings).path(settings))
     spark.sql(f"UPDATE delta.`{gold_path}` SET total_amount = total_amount + 0.01 WHERE user_id = 'B'")
     monkeypatch.setattr(reconcile, "_changes_in_commit", crash)
     with pytest.raises(RuntimeError, match="killed"):
         reconcile.repair_dates(spark, settings, [date(2024, 1, 1)])
     monkeypatch.undo()
-    assert read(spark, settings, user_spend_table(settings)).where("user_id = 'B'").first().total_amount == Decimal(
+    assert read(spark, settings, tumbling_table(settings)).where("user_id = 'B'").first().total_amount == Decimal(
         "3.00"
     )
     assert logged("B") == []

@@ -25,7 +25,7 @@ from tests.lines import land
 from tests.reference import landing_lines, window_totals
 from tests.servers import LAKEHOUSE, Commands, cluster_settings, files_holding, listening, process_tree
 from tests.ui_harness import free_port
-from warehouse.catalog import BRONZE_EVENTS, kept_tables, user_spend_table
+from warehouse.catalog import BRONZE_EVENTS, kept_tables, tumbling_table
 from warehouse.delta import latest_version
 from warehouse.settings import GOLD_OUTPUTS, Settings
 from warehouse.storage import open_delta
@@ -149,7 +149,7 @@ def _rows(settings: Settings, table: str) -> list[tuple]:
 
 
 def _gold(settings: Settings) -> dict[tuple[str, datetime], tuple[Decimal, int]]:
-    rows = open_delta(user_spend_table(settings).path(settings)).to_pyarrow_table().to_pylist()
+    rows = open_delta(tumbling_table(settings).path(settings)).to_pyarrow_table().to_pylist()
     return {
         (row["user_id"], row["window_start"].astimezone(UTC)): (row["total_amount"], row["event_count"]) for row in rows
     }

@@ -31,7 +31,7 @@ from warehouse.catalog import (
     SILVER_LATE_EVENTS,
     SILVER_QUARANTINE,
     kept_tables,
-    user_spend_table,
+    tumbling_table,
 )
 from warehouse.delta import read_table
 from warehouse.settings import Settings
@@ -53,7 +53,7 @@ def _assert_exact(spark, settings) -> None:
     assert read_table(spark, settings, BRONZE_EVENTS).count() == len(lines)
     gold = {
         (r.user_id, r.window_start.replace(tzinfo=UTC)): (r.total_amount, r.event_count)
-        for r in read_table(spark, settings, user_spend_table(settings)).collect()
+        for r in read_table(spark, settings, tumbling_table(settings)).collect()
     }
     expected: dict[tuple[str, datetime], tuple[Decimal, int]] = window_totals(lines)
     assert gold == expected
@@ -321,7 +321,7 @@ def test_a_full_disk_and_a_read_only_home_stop_in_one_line_and_a_run_after_the_f
 
 
 def _delta_gold(settings: Settings) -> dict[tuple[str, datetime], tuple[Decimal, int]]:
-    table = open_delta(user_spend_table(settings).path(settings)).to_pyarrow_table(
+    table = open_delta(tumbling_table(settings).path(settings)).to_pyarrow_table(
         columns=["user_id", "window_start", "total_amount", "event_count"]
     )
     return {(r["user_id"], r["window_start"]): (r["total_amount"], r["event_count"]) for r in table.to_pylist()}

@@ -11,7 +11,7 @@ from decimal import Decimal
 from runtime.replay import run_replay
 from runtime.runner import run_once
 from tests.lines import SEEDS_EXAMPLE, event, land
-from warehouse.catalog import gold_output_tables, user_sessions_table, user_spend_table
+from warehouse.catalog import gold_output_tables, sessions_table, tumbling_table
 from warehouse.delta import is_delta_table, read_table, table_version
 
 
@@ -23,7 +23,7 @@ def test_a_left_out_output_has_no_table_and_a_replay_leaves_it_untouched(spark, 
         assert is_delta_table(table.path(settings)) == (output == "sessions"), output
     assert not (settings.checkpoints_dir / "gold_fraud_alerts").exists()
     assert not (settings.checkpoints_dir / "gold_order_payments").exists()
-    sessions = user_sessions_table(settings)
+    sessions = sessions_table(settings)
     kept_version = table_version(spark, settings, sessions)
     kept_rows = sorted(read_table(spark, settings, sessions).collect())
 
@@ -36,7 +36,7 @@ def test_a_left_out_output_has_no_table_and_a_replay_leaves_it_untouched(spark, 
         assert is_delta_table(table.path(settings)) == (output == "sessions"), output
     gold = {
         (r.user_id, r.window_start.strftime("%H:%M")): (r.total_amount, r.event_count)
-        for r in read_table(spark, none, user_spend_table(none)).collect()
+        for r in read_table(spark, none, tumbling_table(none)).collect()
     }
     # By hand: A 10:00 + 10:04 + 10:03 = 5 + 2 + 4 in [10:00, 10:05).
     assert gold[("A", "10:00")] == (Decimal("11.00"), 3)
@@ -48,6 +48,6 @@ def test_a_left_out_output_has_no_table_and_a_replay_leaves_it_untouched(spark, 
         assert is_delta_table(table.path(settings)) == (output == "sessions"), output
     replayed = {
         (r.user_id, r.window_start.strftime("%H:%M")): (r.total_amount, r.event_count)
-        for r in read_table(spark, none, user_spend_table(none)).collect()
+        for r in read_table(spark, none, tumbling_table(none)).collect()
     }
     assert replayed == gold

@@ -23,7 +23,7 @@ from cli.app import app
 from runtime.runner import run_once
 from tests.lines import land
 from warehouse import inspect as reading
-from warehouse.catalog import SILVER_QUARANTINE, user_spend_table
+from warehouse.catalog import SILVER_QUARANTINE, tumbling_table
 from warehouse.settings import Settings
 
 LAKEHOUSE = str(Path(sys.executable).parent / "lakehouse")
@@ -69,7 +69,7 @@ def home(tmp_path: Path) -> Settings:
 @pytest.fixture
 def gold(home: Settings) -> str:
     """Gold with three versions: 0 write (out of key order), 1 append, 2 merge (one update, one insert)."""
-    path = str(user_spend_table(home).path(home))
+    path = str(tumbling_table(home).path(home))
     write_deltalake(path, gold_rows(("user-00002", "10:00", "3.00", 1), ("user-00001", "10:05", "8.00", 2)))
     time.sleep(0.02)  # distinct commit milliseconds, so a time between versions is unambiguous
     write_deltalake(
@@ -240,7 +240,7 @@ def test_history_lists_commits_newest_first(home: Settings, gold: str) -> None:
 
 
 def test_history_marks_an_overwrite(home: Settings) -> None:
-    path = str(user_spend_table(home).path(home))
+    path = str(tumbling_table(home).path(home))
     write_deltalake(path, gold_rows(("user-00001", "10:00", "1.00", 1)))
     write_deltalake(
         path, gold_rows(("user-00001", "10:00", "2.00", 2), ("user-00002", "10:00", "3.00", 1)), mode="overwrite"
@@ -281,7 +281,7 @@ def test_history_numbers_stay_right_when_a_commit_lands_during_the_read(
         return DeltaTable(gold)
 
     monkeypatch.setattr(reading, "open_table", open_table)
-    commits = reading.table_history(home, user_spend_table(home))
+    commits = reading.table_history(home, tumbling_table(home))
     assert [(c.version, c.operation) for c in commits] == [(3, "WRITE"), (2, "MERGE"), (1, "WRITE"), (0, "WRITE")]
     assert commits[0].rows == {"written": 1}
 
@@ -318,7 +318,7 @@ def test_show_and_history_of_tables_the_streams_wrote(spark, settings: Settings)
         ],
     )
     run_once(spark, settings)
-    first_version = DeltaTable(str(user_spend_table(settings).path(settings))).version()
+    first_version = DeltaTable(str(tumbling_table(settings).path(settings))).version()
     land(
         settings,
         "second.jsonl",
@@ -332,7 +332,7 @@ def test_show_and_history_of_tables_the_streams_wrote(spark, settings: Settings)
         assert result.exit_code == 0, result.output
         return result
 
-    name = user_spend_table(settings).name
+    name = tumbling_table(settings).name
     latest = cli("show", name).stdout
     assert shown(latest) == [
         ("user-00001", "2024-01-01 10:00:00"),

@@ -29,7 +29,7 @@ from warehouse.catalog import (
     SILVER_DUPLICATES,
     SILVER_EVENTS,
     SILVER_QUARANTINE,
-    user_spend_table,
+    tumbling_table,
 )
 from warehouse.delta import read_table
 
@@ -78,7 +78,7 @@ def test_kafka_stream_equals_duckdb_over_the_same_lines(spark, kafka_settings, t
     }
     gold = {
         (r.user_id, r.window_start.replace(tzinfo=UTC)): (r.total_amount, r.event_count)
-        for r in read_table(spark, settings, user_spend_table(settings)).collect()
+        for r in read_table(spark, settings, tumbling_table(settings)).collect()
     }
     assert gold == golden
 
@@ -114,10 +114,10 @@ def test_kafka_stream_equals_duckdb_over_the_same_lines(spark, kafka_settings, t
     }
 
     # Nothing new: a second run reads nothing and changes nothing.
-    before = read_table(spark, settings, user_spend_table(settings)).collect()
+    before = read_table(spark, settings, tumbling_table(settings)).collect()
     again = {r.name: r.batches for r in run_once(spark, settings, "kafka")}
     assert again["bronze_events_kafka"] == 0
-    assert sorted(read_table(spark, settings, user_spend_table(settings)).collect()) == sorted(before)
+    assert sorted(read_table(spark, settings, tumbling_table(settings)).collect()) == sorted(before)
 
 
 def test_hostile_messages_are_quarantined_with_reasons(spark, kafka_settings) -> None:
@@ -151,7 +151,7 @@ def _golden(tmp_path: Path, files: dict[str, list[str]]) -> dict:
 def _gold(spark, settings) -> dict:
     return {
         (r.user_id, r.window_start.replace(tzinfo=UTC)): (r.total_amount, r.event_count)
-        for r in read_table(spark, settings, user_spend_table(settings)).collect()
+        for r in read_table(spark, settings, tumbling_table(settings)).collect()
     }
 
 
@@ -427,7 +427,7 @@ def test_kafka_sensor_runs_the_streams_from_kafka_with_lag_as_metadata(spark, ka
             "kafka_lag_partition_1": 0.0,
             "kafka_lag_partition_2": 0.0,
         }
-        gold = read_table(spark, settings, user_spend_table(settings)).collect()
+        gold = read_table(spark, settings, tumbling_table(settings)).collect()
         assert sum(r.event_count for r in gold) == 40
 
         again = tick(result.cursor)

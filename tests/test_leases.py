@@ -20,7 +20,7 @@ import pytest
 
 from devtools.objectstore import TEST_CREDENTIALS, ObjectStore
 from tests.lines import HOURS_LATER, SEEDS_EXAMPLE, TOO_LATE, land
-from warehouse.catalog import SILVER_LATE_EVENTS, user_spend_table
+from warehouse.catalog import SILVER_LATE_EVENTS, tumbling_table
 from warehouse.delta import is_delta_table
 from warehouse.leases import _HELD, LeaseLostError, check_held, lease_location
 from warehouse.locks import LockBusyError, hold, lock_holder
@@ -182,7 +182,7 @@ def test_a_holder_that_stalls_past_its_lease_loses_it_and_says_so(hosts: dict[st
 
 
 def _gold_total(settings: Settings, user: str) -> tuple[Decimal, int] | None:
-    path = user_spend_table(settings).path(settings)
+    path = tumbling_table(settings).path(settings)
     if not is_delta_table(path):
         return None
     for row in open_delta(path).to_pyarrow_table().to_pylist():

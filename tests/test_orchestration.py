@@ -13,7 +13,7 @@ import pytest
 from orchestration import definitions, maintenance, pipeline, quality, reconcile
 from runtime.runner import run_once
 from runtime.sources.landing import place_in_landing
-from warehouse.catalog import user_spend_table
+from warehouse.catalog import tumbling_table
 
 REPO = Path(__file__).resolve().parents[1]
 SEED_EXAMPLE = [
@@ -106,7 +106,7 @@ def test_materialize_every_asset_with_real_resources(spark, settings) -> None:
 
     rows = {
         (r.user_id, r.window_start.strftime("%H:%M")): (r.total_amount, r.event_count)
-        for r in spark.read.format("delta").load(str(user_spend_table(settings).path(settings))).collect()
+        for r in spark.read.format("delta").load(str(tumbling_table(settings).path(settings))).collect()
     }
     assert rows == {
         ("A", "10:00"): (Decimal("7.00"), 2),
@@ -124,7 +124,7 @@ def test_maintenance_compacts_vacuums_and_streams_go_on(spark, settings) -> None
         lines = [line.replace('"a1"', f'"a1-{n}"').replace('"b1"', f'"b1-{n}"') for line in SEED_EXAMPLE[:2]]
         place_in_landing(settings, f"part-{n}.jsonl", lambda h, lines=lines: h.writelines(x + "\n" for x in lines))
         run_once(spark, settings)
-    gold_path = str(user_spend_table(settings).path(settings))
+    gold_path = str(tumbling_table(settings).path(settings))
     before = sorted(spark.read.format("delta").load(gold_path).collect())
     defs = definitions.build_defs(settings, [maintenance, pipeline])
     with dg.DagsterInstance.ephemeral() as instance:

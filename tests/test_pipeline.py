@@ -25,7 +25,7 @@ from warehouse.catalog import (
     SILVER_LATE_EVENTS,
     SILVER_QUARANTINE,
     kept_tables,
-    user_spend_table,
+    tumbling_table,
 )
 from warehouse.delta import read_table, table_version
 
@@ -46,7 +46,7 @@ def test_the_seeds_running_example(spark, settings) -> None:
         ],
     )
     run_once(spark, settings)
-    gold = read_table(spark, settings, user_spend_table(settings)).collect()
+    gold = read_table(spark, settings, tumbling_table(settings)).collect()
     assert {(r.user_id, r.window_start.strftime("%H:%M"), r.window_end.strftime("%H:%M")) for r in gold} == {
         ("A", "10:00", "10:05"),
         ("B", "10:00", "10:05"),
@@ -112,7 +112,7 @@ def test_generated_stream_equals_duckdb_and_reruns_change_nothing(spark, setting
     }
     gold = {
         (r.user_id, r.window_start.replace(tzinfo=UTC)): (r.total_amount, r.event_count)
-        for r in read_table(spark, settings, user_spend_table(settings)).collect()
+        for r in read_table(spark, settings, tumbling_table(settings)).collect()
     }
     late = defaultdict(lambda: [Decimal("0.00"), 0])
     for r in read_table(spark, settings, SILVER_LATE_EVENTS).collect():
@@ -278,9 +278,9 @@ def test_a_long_lived_process_keeps_gold_open_windows_exact_and_reloads_them_aft
     from runtime.carry import _OPEN
 
     def kept_equals_gold() -> None:
-        kept = _OPEN[user_spend_table(settings).path(settings)]
-        assert kept.version == table_version(spark, settings, user_spend_table(settings))
-        stored = read_table(spark, settings, user_spend_table(settings))
+        kept = _OPEN[tumbling_table(settings).path(settings)]
+        assert kept.version == table_version(spark, settings, tumbling_table(settings))
+        stored = read_table(spark, settings, tumbling_table(settings))
         if kept.since is not None:
             stored = stored.where(F.col("window_start") >= F.lit(kept.since))
         columns = ["user_id", "window_start", "total_amount", "event_count", "revision", "is_final", "updated_at"]
@@ -300,13 +300,13 @@ def test_a_long_lived_process_keeps_gold_open_windows_exact_and_reloads_them_aft
     kept_equals_gold()
 
     # Another writer changes A's open window (as a reconcile would, under the gold lock).
-    gold = SparkDeltaTable.forPath(spark, str(user_spend_table(settings).path(settings)))
+    gold = SparkDeltaTable.forPath(spark, str(tumbling_table(settings).path(settings)))
     gold.update("user_id = 'A'", {"total_amount": "total_amount + 100", "revision": "revision + 1"})
     land(settings, "three.jsonl", [event("e4", "A", "2024-01-01T10:03:00Z", "1")])
     run_once(spark, settings)
     kept_equals_gold()
 
-    a = read_table(spark, settings, user_spend_table(settings)).where("user_id = 'A'").first()
+    a = read_table(spark, settings, tumbling_table(settings)).where("user_id = 'A'").first()
     assert (a.total_amount, a.event_count, a.revision) == (Decimal("108.50"), 3, 4)
     revised = (
         read_table(spark, settings, GOLD_CORRECTIONS)

@@ -25,10 +25,10 @@ from tests.reference import first_arrivals, hopping_totals, landing_lines, sessi
 from warehouse.catalog import (
     SILVER_LATE_EVENTS,
     firings_table,
-    hopping_spend_table,
-    user_sessions_table,
-    user_spend_global_table,
-    user_spend_table,
+    global_table,
+    hopping_table,
+    sessions_table,
+    tumbling_table,
 )
 from warehouse.delta import read_table
 
@@ -81,17 +81,17 @@ def test_final_gold_equals_a_direct_recomputation_for_any_order_and_batching(
     windows = window_totals(received)
     gold = {
         (r.user_id, utc(r.window_start)): (r.total_amount, r.event_count)
-        for r in read_table(spark, settings, user_spend_table(settings)).collect()
+        for r in read_table(spark, settings, tumbling_table(settings)).collect()
     }
     assert gold == windows
     hours = {
         (r.user_id, utc(r.window_start)): (r.total_amount, r.event_count)
-        for r in read_table(spark, settings, hopping_spend_table(settings)).collect()
+        for r in read_table(spark, settings, hopping_table(settings)).collect()
     }
     assert hours == hopping_totals(windows)
     sessions = {
         (r.user_id, utc(r.session_start)): (utc(r.session_end), r.total_amount, r.event_count)
-        for r in read_table(spark, settings, user_sessions_table(settings)).collect()
+        for r in read_table(spark, settings, sessions_table(settings)).collect()
     }
     assert sessions == session_totals(received)
 
@@ -100,7 +100,7 @@ def test_final_gold_equals_a_direct_recomputation_for_any_order_and_batching(
         figures = per_user.setdefault(e["user_id"], [0, Decimal("0.00")])
         figures[0] += 1
         figures[1] += e["amount"]
-    global_rows = read_table(spark, settings, user_spend_global_table(settings)).collect()
+    global_rows = read_table(spark, settings, global_table(settings)).collect()
     assert {r.user_id: [r.event_count, r.total_amount] for r in global_rows} == per_user
     assert all(r.firings == r.event_count // 3 for r in global_rows)
 

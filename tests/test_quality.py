@@ -30,7 +30,7 @@ from runtime.runner import prepare, run_once, run_reconcile, run_stage_once
 from runtime.sources.landing import place_in_landing
 from runtime.stages import stage_named
 from tests.lines import event, land
-from warehouse.catalog import BRONZE_EVENTS, OPS_DQ_RESULTS, SILVER_EVENTS, Table, user_spend_table
+from warehouse.catalog import BRONZE_EVENTS, OPS_DQ_RESULTS, SILVER_EVENTS, Table, tumbling_table
 from warehouse.delta import read_table, table_version
 from warehouse.settings import Settings
 
@@ -102,7 +102,7 @@ def test_clean_lakehouse_passes_every_suite_and_logs_it(spark: SparkSession, bui
     for result in results.values():
         assert result.verdict == "passed", (result.suite, result.failed)
         assert all(o.element_count for o in result.outcomes if o.element_count is not None), result.suite
-    gold_rows = read_table(spark, built.settings, user_spend_table(built.settings)).count()
+    gold_rows = read_table(spark, built.settings, tumbling_table(built.settings)).count()
     assert results["completeness"].figures["windows_checked"] == gold_rows
     assert results["completeness"].figures["pending_windows"] == 0
     assert results["conservation"].figures["pending_lines"] == 0
@@ -176,19 +176,19 @@ def test_a_successful_reconcile_run_requests_a_data_quality_run(built: Built) ->
 
 
 def gold_key(spark: SparkSession, settings: Settings):
-    return read_table(spark, settings, user_spend_table(settings)).orderBy("user_id", "window_start").first()
+    return read_table(spark, settings, tumbling_table(settings)).orderBy("user_id", "window_start").first()
 
 
 def delete_a_gold_row(spark: SparkSession, settings: Settings) -> str:
     row = gold_key(spark, settings)
-    table = DeltaTable.forPath(spark, str(user_spend_table(settings).path(settings)))
+    table = DeltaTable.forPath(spark, str(tumbling_table(settings).path(settings)))
     table.delete((F.col("user_id") == row.user_id) & (F.col("window_start") == row.window_start))
     return f"user_id={row.user_id} window_start={row.window_start.isoformat(sep=' ')}"
 
 
 def add_a_cent_to_a_gold_total(spark: SparkSession, settings: Settings) -> str:
     row = gold_key(spark, settings)
-    table = DeltaTable.forPath(spark, str(user_spend_table(settings).path(settings)))
+    table = DeltaTable.forPath(spark, str(tumbling_table(settings).path(settings)))
     table.update(
         (F.col("user_id") == row.user_id) & (F.col("window_start") == row.window_start),
         {"total_amount": F.col("total_amount") + F.lit(0.01).cast("decimal(18,2)")},
@@ -233,7 +233,7 @@ def tampered(spark: SparkSession, settings: Settings, table: Table, tamper: Call
 def test_tampering_is_caught_by_the_right_suite_with_the_offending_key(
     spark: SparkSession, built: Built, tamper, table: str, suite: str, expectation: str, rows: int
 ) -> None:
-    target = {"gold": user_spend_table(built.settings), "silver": SILVER_EVENTS, "bronze": BRONZE_EVENTS}[table]
+    target = {"gold": tumbling_table(built.settings), "silver": SILVER_EVENTS, "bronze": BRONZE_EVENTS}[table]
     with tampered(spark, built.settings, target, lambda: tamper(spark, built.settings)) as key:
         (result,) = run_suites(spark, built.settings, [suite]).results
     assert result.verdict == "failed"
@@ -257,7 +257,7 @@ def test_validate_command_exit_codes_json_and_report(
         ("conservation", "passed"),
     ]
 
-    gold = user_spend_table(built.settings)
+    gold = tumbling_table(built.settings)
     with tampered(spark, built.settings, gold, lambda: add_a_cent_to_a_gold_total(spark, built.settings)) as key:
         broken = runner.invoke(app, ["validate", "--suite", "completeness", "--suite", "freshness"])
     assert broken.exit_code == 1

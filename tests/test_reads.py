@@ -9,7 +9,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from warehouse import reads
-from warehouse.catalog import user_sessions_table
+from warehouse.catalog import sessions_table
 from warehouse.reads import read_where
 from warehouse.settings import Settings
 from warehouse.tables import ensure_table
@@ -54,7 +54,7 @@ def _sessions() -> list[dict]:
 def test_both_readers_give_the_rows_python_picks(
     spark: SparkSession, settings: Settings, monkeypatch: pytest.MonkeyPatch, conditions: list
 ) -> None:
-    table = user_sessions_table(settings)
+    table = sessions_table(settings)
     ensure_table(spark, settings, table)
     rows = _sessions()
     spark.createDataFrame(rows, table.schema).write.format("delta").mode("append").save(str(table.path(settings)))
@@ -90,7 +90,7 @@ def test_both_readers_give_the_rows_python_picks(
 
 
 def test_an_unknown_operator_is_refused(spark: SparkSession, settings: Settings) -> None:
-    table = user_sessions_table(settings)
+    table = sessions_table(settings)
     ensure_table(spark, settings, table)
     with pytest.raises(ValueError, match="unknown operator '!='"):
         read_where(spark, settings, table, [("user_id", "!=", "u1")])
@@ -101,7 +101,7 @@ def test_a_column_without_bounds_in_the_log_filters_the_rows_read_not_the_files(
 ) -> None:
     # Written with bounds for the first column only: delta-rs alone would skip every file for a filter on
     # session_end (it reads a missing bound as "no row can match").
-    table = user_sessions_table(settings)
+    table = sessions_table(settings)
     rows = _sessions()
     arrow = spark.createDataFrame(rows, table.schema).toArrow()
     deltalake.write_deltalake(str(table.path(settings)), arrow, configuration={"delta.dataSkippingNumIndexedCols": "1"})

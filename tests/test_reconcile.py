@@ -16,9 +16,9 @@ from warehouse.catalog import (
     OPS_RECONCILIATIONS,
     SILVER_EVENTS,
     SILVER_LATE_EVENTS,
-    hopping_spend_table,
+    hopping_table,
     kept_tables,
-    user_spend_table,
+    tumbling_table,
 )
 from warehouse.delta import read_table, table_version
 
@@ -26,7 +26,7 @@ from warehouse.delta import read_table, table_version
 def gold_values(spark, settings) -> dict[tuple[str, datetime], tuple[Decimal, int]]:
     return {
         (r.user_id, r.window_start.replace(tzinfo=UTC)): (r.total_amount, r.event_count)
-        for r in read_table(spark, settings, user_spend_table(settings)).collect()
+        for r in read_table(spark, settings, tumbling_table(settings)).collect()
     }
 
 
@@ -56,15 +56,15 @@ def test_seeds_example_too_late_event_is_folded_in(spark, settings) -> None:
     assert reports[0].figures["late_events"] == 1
     assert reports[0].figures["keys_changed"] == 1
 
-    row = read_table(spark, settings, user_spend_table(settings)).where(F.col("user_id") == "A").collect()
+    row = read_table(spark, settings, tumbling_table(settings)).where(F.col("user_id") == "A").collect()
     by_start = {r.window_start.replace(tzinfo=UTC): r for r in row}
     folded = by_start[a_1000[1]]
     assert (folded.total_amount, folded.event_count, folded.is_final) == (Decimal("8.00"), 3, True)
     logged = read_table(spark, settings, GOLD_CORRECTIONS).where(F.col("cause") == "reconciliation")
-    corrections = logged.where(F.col("table_name") == user_spend_table(settings).name).collect()
+    corrections = logged.where(F.col("table_name") == tumbling_table(settings).name).collect()
     assert len(corrections) == 1
     # Each hour starting every 5 min that covers A's [10:00, 10:05) (09:05 … 10:00) follows it: 7 → 8.
-    hours = logged.where(F.col("table_name") == hopping_spend_table(settings).name).collect()
+    hours = logged.where(F.col("table_name") == hopping_table(settings).name).collect()
     assert sorted(r.window_start.strftime("%H:%M") for r in hours) == [
         f"{h:02d}:{m:02d}" for h, m in [(9, m) for m in range(5, 60, 5)] + [(10, 0)]
     ]
@@ -106,7 +106,7 @@ def test_generated_stream_after_reconcile_equals_the_reference(spark, settings) 
     # The sweep of every date finds nothing to repair; then a tampered gold is put right.
     dates = sorted({start.date() for _, start in expected})
     assert run_reconcile(spark, settings, dates)[1].figures["keys_changed"] == 0
-    gold_path = str(user_spend_table(settings).path(settings))
+    gold_path = str(tumbling_table(settings).path(settings))
     first_user, first_start = min(expected, key=lambda key: key[1])
     start_text = first_start.strftime("%Y-%m-%d %H:%M:%S")
     # A total off by one cent, a missing window and a window without events: each must be repaired.
@@ -114,7 +114,7 @@ def test_generated_stream_after_reconcile_equals_the_reference(spark, settings) 
     spark.sql(f"DELETE FROM delta.`{gold_path}` WHERE user_id = '{first_user}' AND window_start > '{start_text}'")
     spark.createDataFrame(
         [("ghost", first_start, first_start, Decimal("1.00"), 1, 1, True, datetime.now(UTC))],
-        user_spend_table(settings).schema,
+        tumbling_table(settings).schema,
     ).write.format("delta").mode("append").save(gold_path)
     assert gold_values(spark, settings) != expected
 
@@ -140,7 +140,7 @@ def test_replay_rebuilds_from_bronze_and_equals_live_after_reconcile(spark, sett
     expected = window_totals(landing_lines(settings.landing_dir))
     live = gold_values(spark, settings)
     assert live == expected
-    gold = user_spend_table(settings)
+    gold = tumbling_table(settings)
     gold_version = table_version(spark, settings, gold)
 
     from runtime.replay import run_replay

@@ -17,8 +17,8 @@ from warehouse.catalog import (
     GOLD_CORRECTIONS,
     OPS_WATERMARKS,
     SILVER_LATE_EVENTS,
-    hopping_spend_table,
-    user_spend_table,
+    hopping_table,
+    tumbling_table,
 )
 from warehouse.delta import read_table
 from warehouse.settings import WatermarkSettings
@@ -30,7 +30,7 @@ def at(clock: str) -> datetime:
 
 def marks(spark, settings) -> list:
     rows = read_table(spark, settings, OPS_WATERMARKS).orderBy("recorded_at").collect()
-    return [r for r in rows if r.query_name == user_spend_table(settings).name.replace(".", "_")]
+    return [r for r in rows if r.query_name == tumbling_table(settings).name.replace(".", "_")]
 
 
 def utc(value: datetime) -> datetime:
@@ -94,7 +94,7 @@ def test_idle_watermark_closes_the_last_windows_without_new_input(spark, setting
     (first,) = marks(spark, settings)
     assert utc(first.watermark) == at("10:04:10")  # 10:06:10 - 120 s
     processed = utc(first.recorded_at)
-    gold = user_spend_table(settings)
+    gold = tumbling_table(settings)
 
     def finals() -> dict[str, bool]:
         return {r.user_id: r.is_final for r in read_table(spark, settings, gold).collect()}
@@ -119,7 +119,7 @@ def test_idle_watermark_closes_the_last_windows_without_new_input(spark, setting
     assert report is not None and report.figures["windows_closed"] == 0
     hopping = {
         (r.user_id, utc(r.window_start)): r.is_final
-        for r in read_table(spark, settings, hopping_spend_table(settings)).collect()
+        for r in read_table(spark, settings, hopping_table(settings)).collect()
     }
     assert [key for key, final in hopping.items() if not final] == [("B", at("10:05:00"))]
     assert advance_idle_watermark(spark, settings, now=processed + timedelta(days=2)) is None
@@ -128,7 +128,7 @@ def test_idle_watermark_closes_the_last_windows_without_new_input(spark, setting
     assert idle == [(at("10:06:10"), "idle", 0), (at("10:12:30"), "idle", 0), (at("11:04:10"), "idle", 0)]
     closed = (
         read_table(spark, settings, GOLD_CORRECTIONS)
-        .where((F.col("cause") == "window_closed") & (F.col("table_name") == user_spend_table(settings).name))
+        .where((F.col("cause") == "window_closed") & (F.col("table_name") == tumbling_table(settings).name))
         .collect()
     )
     assert sorted((r.user_id, r.revision, r.new_is_final, r.new_total_amount) for r in closed) == [
@@ -164,7 +164,7 @@ def test_hopping_windows_are_sums_of_the_tumbling_windows_they_cover(spark, sett
         ],
     )
     run_once(spark, settings)
-    hopping = hopping_spend_table(settings)
+    hopping = hopping_table(settings)
     assert hopping.name == "gold.user_spend_1h_hopping"
 
     def hops() -> dict:
@@ -213,7 +213,7 @@ def test_an_idle_continuous_run_closes_the_last_window_on_its_own(spark, setting
         "only.jsonl",
         [event("a1", "A", "2024-01-01T10:00:00Z", "1"), event("b1", "B", "2024-01-01T10:07:59Z", "2")],
     )
-    gold = user_spend_table(settings)
+    gold = tumbling_table(settings)
     prepare(spark, settings)  # the tables exist before the first look at them
     stop = threading.Event()
     result: dict = {}

@@ -21,9 +21,9 @@ from warehouse.catalog import (
     SILVER_EVENTS,
     SILVER_LATE_EVENTS,
     firings_table,
-    user_sessions_table,
-    user_spend_global_table,
-    user_spend_table,
+    global_table,
+    sessions_table,
+    tumbling_table,
 )
 from warehouse.delta import read_table
 from warehouse.settings import WatermarkSettings
@@ -42,7 +42,7 @@ def utc(value: datetime) -> datetime:
 def sessions(spark, settings) -> dict:
     return {
         (r.user_id, utc(r.session_start)): (utc(r.session_end), r.total_amount, r.event_count, r.revision, r.is_final)
-        for r in read_table(spark, settings, user_sessions_table(settings)).collect()
+        for r in read_table(spark, settings, sessions_table(settings)).collect()
     }
 
 
@@ -61,7 +61,7 @@ def spark_sessions(spark, settings) -> dict:
 def test_sessions_split_at_the_gap_merge_when_a_late_event_bridges_them_and_close_when_idle(spark, settings) -> None:
     """Gap 30 min, watermark delay 120 s, lateness 60 s; idle after 30 s, at most 2 h of advance."""
     settings = replace(settings, watermarks=WatermarkSettings(idle_seconds=30, idle_max_advance_seconds=7200))
-    table = user_sessions_table(settings)
+    table = sessions_table(settings)
     land(
         settings,
         "first.jsonl",
@@ -177,18 +177,18 @@ def test_firings_early_on_time_late_with_retractions_and_a_global_count_trigger(
     )
     gold = {
         (r.user_id, r.window_start): r.total_amount
-        for r in read_table(spark, settings, user_spend_table(settings)).collect()
+        for r in read_table(spark, settings, tumbling_table(settings)).collect()
     }
     assert {(r.user_id, r.window_start): r.t for r in received.collect()} == gold
 
     # Global windows: A's third event (a3) fires the trigger with 1 + 2 + 4; a4 runs on to 4 events.
-    rows = {r.user_id: r for r in read_table(spark, settings, user_spend_global_table(settings)).collect()}
+    rows = {r.user_id: r for r in read_table(spark, settings, global_table(settings)).collect()}
     assert (rows["A"].event_count, rows["A"].total_amount, rows["A"].firings) == (4, Decimal("12.00"), 1)
     assert (rows["A"].fired_event_count, rows["A"].fired_total_amount) == (3, Decimal("7.00"))
     assert (rows["B"].event_count, rows["B"].firings, rows["B"].fired_total_amount) == (1, 0, None)
 
     # Every new table is a Delta table another engine reads: delta-rs sees the same rows.
-    for table in (user_sessions_table(settings), user_spend_global_table(settings), firings_table(settings)):
+    for table in (sessions_table(settings), global_table(settings), firings_table(settings)):
         other = DeltaTable(str(table.path(settings))).to_pyarrow_table()
         assert other.num_rows == read_table(spark, settings, table).count() > 0
         assert other.column_names == table.column_names

@@ -35,7 +35,7 @@ from warehouse.catalog import (
     SILVER_EVENTS,
     SILVER_LATE_EVENTS,
     Table,
-    user_spend_table,
+    tumbling_table,
 )
 from warehouse.delta import (
     Commit,
@@ -65,7 +65,7 @@ def gold_silver_version(spark: SparkSession, settings: Settings) -> int | None:
     None when gold has never consumed silver. Raises ReconcileError when gold's newest batch stopped
     part-way through a silver commit (it cannot say which of its events it has).
     """
-    gold = user_spend_table(settings)
+    gold = tumbling_table(settings)
     found = commit_metadata(spark, settings, gold, SILVER_VERSION_KEY)
     if found is None:
         if read_table(spark, settings, gold).limit(1).count():
@@ -196,7 +196,7 @@ def apply_repairs(
     from ``repairs``: a re-run after a crash between the two writes skips the MERGE and logs exactly what
     it did, even though a recomputation now could differ (late events that arrived meanwhile).
     """
-    gold = user_spend_table(settings)
+    gold = tumbling_table(settings)
     watermark = latest_watermark(spark, settings, _gold_query(settings))
     # The watermark does not move: every change reaches consumers as a late firing.
     change = GoldChange(watermark, watermark, datetime.now(UTC), writer_id, batch_id, "reconciliation", panes=panes)
@@ -230,7 +230,7 @@ def _changes_in_commit(
     spark: SparkSession, settings: Settings, commit: Commit, dates: Sequence[date], cause: str
 ) -> DataFrame:
     """gold.corrections rows for every gold key on ``dates`` that the commit inserted, updated or deleted."""
-    gold = user_spend_table(settings)
+    gold = tumbling_table(settings)
     wanted = [d.isoformat() for d in dates]
 
     def gold_at(version: int) -> DataFrame:
@@ -312,7 +312,7 @@ def _merge_repairs(spark: SparkSession, settings: Settings, gold: Table, repairs
 
 
 def _gold_query(settings: Settings) -> str:
-    return user_spend_table(settings).name.replace(".", "_")
+    return tumbling_table(settings).name.replace(".", "_")
 
 
 def _record(
@@ -354,7 +354,7 @@ def fold_late_events(late: DataFrame, batch_id: int, settings: Settings, writer_
             return {"late_events": 0, "keys_recomputed": 0, "keys_changed": 0, "rows_in": 0, "rows_written": 0}
         dates = window_dates(keys)
         silver_version = gold_silver_version(spark, settings)
-        gold = user_spend_table(settings)
+        gold = tumbling_table(settings)
         expected = recompute_windows(spark, settings, silver_version, dates, keys)
         current = (
             read_table(spark, settings, gold)
@@ -386,7 +386,7 @@ def fold_late_events(late: DataFrame, batch_id: int, settings: Settings, writer_
 def _next_run(settings: Settings, writer_id: str) -> int:
     """The run number for ``writer_id``: a run whose MERGE committed but whose log did not is resumed
     under its own number; otherwise one more than the last."""
-    merged = transaction_version(settings, user_spend_table(settings), writer_id)
+    merged = transaction_version(settings, tumbling_table(settings), writer_id)
     logged = transaction_version(settings, GOLD_CORRECTIONS, writer_id)
     last_merged = -1 if merged is None else merged
     last_logged = -1 if logged is None else logged
@@ -410,7 +410,7 @@ def repair_dates(spark: SparkSession, settings: Settings, dates: Sequence[date])
     expected = recompute_windows(spark, settings, silver_version, dates)
     expected.persist()
     try:
-        current = read_table(spark, settings, user_spend_table(settings)).where(F.to_date("window_start").isin(wanted))
+        current = read_table(spark, settings, tumbling_table(settings)).where(F.to_date("window_start").isin(wanted))
         watermark = latest_watermark(spark, settings, _gold_query(settings))
         repairs = window_repairs(expected, current, settings, watermark, datetime.now(UTC))
         panes = expected.select(*KEY).unionByName(current.select(*KEY))

@@ -1,7 +1,10 @@
 """The table catalog: the one place that names every table, its layer, schema, partitioning and path.
 
-Every table is a plain Delta table under ``LAKEHOUSE_HOME/tables/<layer>/<name>``, readable by any Delta
-engine. Schemas are written out here once; the transforms select exactly these columns before writing.
+Every table is a plain Delta table under ``LAKEHOUSE_HOME/tables/<layer>/<name>`` (another pipeline's under
+``LAKEHOUSE_HOME/pipelines/<pipeline>/tables/``), readable by any Delta engine. Schemas are written out here
+once, the spec-shaped ones (silver's events, late events, the window tables, corrections) in
+``warehouse.window_tables``; the transforms select exactly these columns before writing. Outside a pipeline's
+own settings, its tables are known by their catalog names: :func:`catalog_name`.
 """
 
 from pyspark.sql.types import (
@@ -17,23 +20,31 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from warehouse.pipelines import declared_outputs, first_spec
 from warehouse.settings import Settings
 from warehouse.table import MONEY, Column, Table
+from warehouse.window_tables import (
+    corrections_table,
+    firings_table,
+    global_table,
+    hopping_table,
+    late_events_table,
+    sessions_table,
+    silver_events_table,
+    source_position_columns,
+    tumbling_table,
+)
 
-__all__ = ["MONEY", "Column", "Table"]
-
-
-def _source_position_columns() -> tuple[Column, ...]:
-    return (
-        Column("source_position", StringType(), "where the line came from: file#line or kafka topic/partition@offset"),
-        Column("ingest_time", TimestampType(), "processing time the line was written to bronze"),
-        Column(
-            "arrived_at",
-            TimestampType(),
-            "when the line arrived: its landing file's modification time or its Kafka record's timestamp "
-            "(what end-to-end latency is measured from)",
-        ),
-    )
+__all__ = [
+    "MONEY",
+    "Column",
+    "Table",
+    "firings_table",
+    "global_table",
+    "hopping_table",
+    "sessions_table",
+    "tumbling_table",
+]
 
 
 BRONZE_EVENTS = Table(
@@ -66,28 +77,6 @@ BRONZE_EVENTS = Table(
     no_stats=("raw", "raw_bytes"),
 )
 
-SILVER_EVENTS = Table(
-    layer="silver",
-    short_name="events",
-    description="Valid, typed events, deduplicated by event_id over all history (first arrival wins).",
-    columns=(
-        Column("event_id", StringType(), "idempotency key", nullable=False),
-        Column("user_id", StringType(), "grouping key", nullable=False),
-        Column("event_time", TimestampType(), "when the event happened (UTC)", nullable=False),
-        Column("amount", MONEY, "exact money amount", nullable=False),
-        Column("event_type", StringType(), "optional type (purchase, click, ...)"),
-        Column("event_date", DateType(), "UTC date of event_time (partition)", nullable=False),
-        *_source_position_columns(),
-        Column("payload_hash", StringType(), "SHA-256 of the event's canonical JSON"),
-        Column("silver_batch", LongType(), "silver micro-batch that accepted the event", nullable=False),
-        Column("event_key", LongType(), "xxhash64 of event_id: the compact key dedup looks history up by"),
-        Column("url", StringType(), "the event's url when it is a JSON string (clicks; read by gold.unique_urls)"),
-        Column("order_id", StringType(), "the event's order_id when a JSON string (orders and payments)"),
-    ),
-    partition_by=("event_date",),
-    key=("event_id",),
-)
-
 SILVER_QUARANTINE = Table(
     layer="silver",
     short_name="quarantine",
@@ -95,7 +84,7 @@ SILVER_QUARANTINE = Table(
     columns=(
         Column("raw", StringType(), "the line exactly as received"),
         Column("reason", StringType(), "machine-readable rule that failed (see transforms.events)", nullable=False),
-        *_source_position_columns(),
+        *source_position_columns(),
         Column("silver_batch", LongType(), "silver micro-batch that quarantined the line", nullable=False),
         Column("raw_bytes", BinaryType(), "the line's bytes as received, when they are not valid UTF-8 (not_utf8)"),
     ),
@@ -109,7 +98,7 @@ SILVER_DUPLICATES = Table(
     columns=(
         Column("event_id", StringType(), "the repeated idempotency key", nullable=False),
         Column("raw", StringType(), "the repeated line exactly as received"),
-        *_source_position_columns(),
+        *source_position_columns(),
         Column("conflicting", BooleanType(), "payload differs from the first arrival's", nullable=False),
         Column("payload_hash", StringType(), "SHA-256 of this arrival's canonical JSON"),
         Column("first_payload_hash", StringType(), "SHA-256 of the first arrival's canonical JSON"),
@@ -118,203 +107,27 @@ SILVER_DUPLICATES = Table(
     no_stats=("raw",),
 )
 
-SILVER_LATE_EVENTS = Table(
-    layer="silver",
-    short_name="late_events",
-    description="Events that arrived after their window was closed (watermark past window end + lateness).",
-    columns=(
-        Column("event_id", StringType(), "idempotency key", nullable=False),
-        Column("user_id", StringType(), "grouping key", nullable=False),
-        Column("event_time", TimestampType(), "when the event happened (UTC)", nullable=False),
-        Column("amount", MONEY, "exact money amount", nullable=False),
-        Column("window_start", TimestampType(), "start of the closed window the event belongs to", nullable=False),
-        Column("window_end", TimestampType(), "end of that window (exclusive)", nullable=False),
-        Column("watermark", TimestampType(), "watermark when the event reached the window stage", nullable=False),
-        Column("lateness_seconds", DoubleType(), "watermark minus event_time, in seconds", nullable=False),
-        Column("ingest_time", TimestampType(), "processing time the line was written to bronze"),
-        Column("gold_batch", LongType(), "window-stage micro-batch that set the event aside", nullable=False),
-    ),
-)
+#: The first pipeline's (the contract's purchases) spec-shaped tables; any pipeline's are
+#: :func:`events_table`, :func:`late_table` and :func:`corrections_log` of its settings.
+SILVER_EVENTS = silver_events_table(first_spec())
+SILVER_LATE_EVENTS = late_events_table(first_spec())
+GOLD_CORRECTIONS = corrections_table(first_spec())
 
 
-def user_spend_table(settings: Settings) -> Table:
-    """Per user and tumbling event-time window; the name carries the window length (default 5m)."""
-    return Table(
-        layer="gold",
-        short_name=f"user_spend_{settings.windows.minutes}m",
-        description=(
-            f"Per user, per tumbling {settings.windows.minutes}-minute event-time window: exact spend and "
-            "count, revised as events arrive; final once the watermark passes window end + lateness."
-        ),
-        columns=(
-            Column("user_id", StringType(), "grouping key", nullable=False),
-            Column("window_start", TimestampType(), "window start (inclusive, UTC-epoch aligned)", nullable=False),
-            Column("window_end", TimestampType(), "window end (exclusive)", nullable=False),
-            Column("total_amount", MONEY, "exact sum of the window's events", nullable=False),
-            Column("event_count", LongType(), "number of the window's events", nullable=False),
-            Column("revision", IntegerType(), "1 when first written, +1 on every change", nullable=False),
-            Column("is_final", BooleanType(), "watermark has passed window end + allowed lateness", nullable=False),
-            Column("updated_at", TimestampType(), "processing time of the last change", nullable=False),
-        ),
-        key=("user_id", "window_start"),
-        append_only=False,
-        zorder_by=("user_id",),
-    )
+def events_table(settings: Settings) -> Table:
+    """``silver.events`` of the settings' pipeline."""
+    return SILVER_EVENTS if settings.pipeline is None else silver_events_table(settings.spec)
 
 
-def _minutes_name(minutes: int) -> str:
-    return f"{minutes // 60}h" if minutes % 60 == 0 else f"{minutes}m"
+def late_table(settings: Settings) -> Table:
+    """``silver.late_events`` of the settings' pipeline."""
+    return SILVER_LATE_EVENTS if settings.pipeline is None else late_events_table(settings.spec)
 
 
-def hopping_spend_table(settings: Settings) -> Table:
-    """Per user and hopping event-time window (default 1 h every 5 min): the sum of the tumbling windows
-    it covers, so it sees an event exactly when its tumbling window does (late ones after
-    reconciliation); final once the watermark passes window end + lateness."""
-    size, slide = settings.windows.hopping_size_minutes, settings.windows.hopping_slide_minutes
-    spend = user_spend_table(settings)
-    return Table(
-        layer="gold",
-        short_name=f"user_spend_{_minutes_name(size)}_hopping",
-        description=(
-            f"Per user, per hopping {size}-minute event-time window starting every {slide} minutes: exact "
-            f"spend and count (the sum of the {settings.windows.minutes}-minute windows it covers), revised as "
-            "they change; final once the watermark passes window end + lateness."
-        ),
-        columns=spend.columns,
-        key=spend.key,
-        append_only=False,
-        zorder_by=spend.zorder_by,
-    )
+def corrections_log(settings: Settings) -> Table:
+    """``gold.corrections`` of the settings' pipeline."""
+    return GOLD_CORRECTIONS if settings.pipeline is None else corrections_table(settings.spec)
 
-
-def user_sessions_table(settings: Settings) -> Table:
-    """Per user, session windows of event time (default 30-minute gap); see transforms.gold.sessions."""
-    gap = settings.windows.session_gap_minutes
-    return Table(
-        layer="gold",
-        short_name="user_sessions",
-        description=(
-            f"Per user, sessions of events at most {gap} minutes apart in event time: [first event, last "
-            f"event + {gap} min), exact spend and count; every event folded in however late (a late event "
-            "bridging two sessions merges them: the later row is retracted); final once the watermark passes "
-            "session end + lateness."
-        ),
-        columns=(
-            Column("user_id", StringType(), "grouping key", nullable=False),
-            Column("session_start", TimestampType(), "event time of the session's first event", nullable=False),
-            Column("session_end", TimestampType(), "last event's time + the gap (exclusive)", nullable=False),
-            Column("last_event_time", TimestampType(), "event time of the session's last event", nullable=False),
-            Column("total_amount", MONEY, "exact sum of the session's events", nullable=False),
-            Column("event_count", LongType(), "number of the session's events", nullable=False),
-            Column("revision", IntegerType(), "1 when first written, +1 on every change", nullable=False),
-            Column("is_final", BooleanType(), "watermark has passed session end + allowed lateness", nullable=False),
-            Column("updated_at", TimestampType(), "processing time of the last change", nullable=False),
-        ),
-        key=("user_id", "session_start"),
-        append_only=False,
-        zorder_by=("user_id",),
-    )
-
-
-def user_spend_global_table(settings: Settings) -> Table:
-    """Per user, one global window (all of time) with a count trigger; see transforms.gold.global_windows."""
-    every = settings.windows.global_trigger_count
-    return Table(
-        layer="gold",
-        short_name="user_spend_global",
-        description=(
-            f"Per user, one global event-time window over all of time (never final) with a count trigger: every "
-            f"{every} events it fires, emitting the accumulated count and spend at that event (fired_*); "
-            "event_count and total_amount run on between firings. Every event counts, however late."
-        ),
-        columns=(
-            Column("user_id", StringType(), "grouping key", nullable=False),
-            Column("event_count", LongType(), "the user's events so far", nullable=False),
-            Column("total_amount", MONEY, "exact sum of the user's events so far", nullable=False),
-            Column("firings", LongType(), f"times the count trigger fired (event_count // {every})", nullable=False),
-            Column("fired_event_count", LongType(), "event count at the last firing (a multiple of the trigger)"),
-            Column("fired_total_amount", MONEY, "accumulated spend the last firing emitted"),
-            Column("fired_at", TimestampType(), "processing time of the last firing"),
-            Column("updated_at", TimestampType(), "processing time of the last change", nullable=False),
-        ),
-        key=("user_id",),
-        append_only=False,
-    )
-
-
-def firings_table(settings: Settings) -> Table:
-    """What the tumbling table emits, one row per firing; see transforms.gold.firings."""
-    spend = user_spend_table(settings)
-    return Table(
-        layer="gold",
-        short_name=f"{spend.short_name}_firings",
-        description=(
-            f"Every firing of {spend.name}'s windows as a downstream consumer receives it: trigger "
-            f"{settings.windows.firing_trigger} (early: partial results each micro-batch; watermark: one on-time "
-            f"result), late firings as new revisions, in {settings.windows.accumulation} mode (accumulating: the whole "
-            "value; discarding: the change since the previous firing; retracting: the previous value "
-            "retracted, then the new one)."
-        ),
-        columns=(
-            Column("user_id", StringType(), "grouping key", nullable=False),
-            Column("window_start", TimestampType(), "window start (inclusive)", nullable=False),
-            Column("window_end", TimestampType(), "window end (exclusive)", nullable=False),
-            Column(
-                "firing",
-                StringType(),
-                "early (watermark before the window's end), on_time (once, when it passes the end), late (a change "
-                "after that), closed (the allowed lateness is over: values unchanged, final)",
-                nullable=False,
-            ),
-            Column("revision", IntegerType(), "the window's revision this firing reports", nullable=False),
-            Column("is_final", BooleanType(), "the window was closed when it fired", nullable=False),
-            Column(
-                "is_retraction", BooleanType(), "retracts the previous firing's value (retracting mode)", nullable=False
-            ),
-            Column("accumulation", StringType(), "accumulating, discarding or retracting", nullable=False),
-            Column(
-                "total_amount",
-                MONEY,
-                "the firing's spend (discarding: the change since the last firing)",
-                nullable=False,
-            ),
-            Column("event_count", LongType(), "the firing's count (discarding: the change)", nullable=False),
-            Column("cause", StringType(), "why the window changed (as in gold.corrections)", nullable=False),
-            Column("fired_at", TimestampType(), "processing time of the firing", nullable=False),
-            Column("gold_batch", LongType(), "window-stage micro-batch that fired it"),
-        ),
-    )
-
-
-GOLD_CORRECTIONS = Table(
-    layer="gold",
-    short_name="corrections",
-    description="Every change made to a gold row after it was first written: old and new values and why.",
-    columns=(
-        Column("table_name", StringType(), "gold table that changed", nullable=False),
-        Column("user_id", StringType(), "key: user", nullable=False),
-        Column("window_start", TimestampType(), "key: window start (sessions: session_start)", nullable=False),
-        Column("window_end", TimestampType(), "window end (sessions: session_end)", nullable=False),
-        Column("old_total_amount", MONEY, "total before the change", nullable=False),
-        Column("new_total_amount", MONEY, "total after the change", nullable=False),
-        Column("old_event_count", LongType(), "count before the change", nullable=False),
-        Column("new_event_count", LongType(), "count after the change", nullable=False),
-        Column("old_is_final", BooleanType(), "is_final before the change", nullable=False),
-        Column("new_is_final", BooleanType(), "is_final after the change", nullable=False),
-        Column("revision", IntegerType(), "the row's revision after the change", nullable=False),
-        Column(
-            "cause",
-            StringType(),
-            "stream_update (new on-time events), late_data (events behind the watermark but within the "
-            "allowed lateness; for sessions, any change of a final one), window_closed (finalized), "
-            "session_merged (a session absorbed by an earlier one: its row is deleted, new values 0), "
-            "reconciliation, replay",
-            nullable=False,
-        ),
-        Column("corrected_at", TimestampType(), "processing time of the change", nullable=False),
-        Column("gold_batch", LongType(), "window-stage micro-batch that made the change"),
-    ),
-)
 
 #: How long after an order a payment still settles it (inclusive); gold.order_payments' bound.
 ORDER_PAYMENT_BOUND_MINUTES = 15
@@ -547,22 +360,20 @@ OPS_DQ_RESULTS = Table(
 
 
 def all_tables(settings: Settings) -> list[Table]:
-    """Every table, in pipeline order."""
+    """Every table of the settings' pipeline, in pipeline order: the window kinds and code outputs its spec
+    declares (``LAKEHOUSE_GOLD_OUTPUTS`` may leave some of the first pipeline's out: :func:`kept_tables`)."""
+    declared = declared_outputs(settings.spec)
+    windows = {"hopping": hopping_table, "sessions": sessions_table, "global": global_table, "firings": firings_table}
     return [
         BRONZE_EVENTS,
-        SILVER_EVENTS,
+        events_table(settings),
         SILVER_QUARANTINE,
         SILVER_DUPLICATES,
-        SILVER_LATE_EVENTS,
-        user_spend_table(settings),
-        hopping_spend_table(settings),
-        user_sessions_table(settings),
-        user_spend_global_table(settings),
-        firings_table(settings),
-        GOLD_CORRECTIONS,
-        ORDER_PAYMENTS,
-        GOLD_UNIQUE_URLS,
-        GOLD_FRAUD_ALERTS,
+        late_table(settings),
+        tumbling_table(settings),
+        *(table(settings) for name, table in windows.items() if name in declared),
+        corrections_log(settings),
+        *(table for name, table in _CODE_OUTPUTS.items() if name in declared),
         OPS_WATERMARKS,
         OPS_STREAM_PROGRESS,
         OPS_RECONCILIATIONS,
@@ -570,12 +381,15 @@ def all_tables(settings: Settings) -> list[Table]:
     ]
 
 
+_CODE_OUTPUTS = {"order_payments": ORDER_PAYMENTS, "unique_urls": GOLD_UNIQUE_URLS, "fraud_alerts": GOLD_FRAUD_ALERTS}
+
+
 def gold_output_tables(settings: Settings) -> dict[str, Table]:
-    """The optional gold outputs (``LAKEHOUSE_GOLD_OUTPUTS``) and their tables."""
+    """The optional gold outputs (``LAKEHOUSE_GOLD_OUTPUTS``, or the spec's windows and outputs) and their tables."""
     return {
-        "hopping": hopping_spend_table(settings),
-        "sessions": user_sessions_table(settings),
-        "global": user_spend_global_table(settings),
+        "hopping": hopping_table(settings),
+        "sessions": sessions_table(settings),
+        "global": global_table(settings),
         "firings": firings_table(settings),
         "order_payments": ORDER_PAYMENTS,
         "fraud_alerts": GOLD_FRAUD_ALERTS,
@@ -584,15 +398,45 @@ def gold_output_tables(settings: Settings) -> dict[str, Table]:
 
 
 def kept_tables(settings: Settings) -> list[Table]:
-    """The tables this home's streams keep: every table but the gold outputs left out of
-    ``LAKEHOUSE_GOLD_OUTPUTS``, in pipeline order."""
+    """The tables this pipeline's streams keep: every table but the gold outputs it leaves out, in pipeline
+    order."""
     left_out = {t.name for output, t in gold_output_tables(settings).items() if not settings.keeps(output)}
     return [t for t in all_tables(settings) if t.name not in left_out]
 
 
-def table_by_name(settings: Settings, name: str) -> Table:
-    """Look a table up by its ``layer.name``; raises KeyError with the known names."""
-    tables = {t.name: t for t in all_tables(settings)}
-    if name not in tables:
-        raise KeyError(f"unknown table {name!r}; known tables: {', '.join(tables)}")
-    return tables[name]
+def roles(settings: Settings) -> dict[str, str]:
+    """Table name → what the table is for its pipeline (``tables --json``'s ``role``)."""
+    named = {
+        BRONZE_EVENTS.name: "bronze",
+        SILVER_EVENTS.name: "events",
+        SILVER_QUARANTINE.name: "quarantine",
+        SILVER_DUPLICATES.name: "duplicates",
+        SILVER_LATE_EVENTS.name: "late_events",
+        tumbling_table(settings).name: "tumbling",
+        GOLD_CORRECTIONS.name: "corrections",
+        **{table.name: output for output, table in gold_output_tables(settings).items()},
+    }
+    return {
+        **named,
+        **{t.name: t.short_name for t in (OPS_WATERMARKS, OPS_STREAM_PROGRESS, OPS_RECONCILIATIONS, OPS_DQ_RESULTS)},
+    }
+
+
+def catalog_name(settings: Settings, table: Table) -> str:
+    """The table's name outside its pipeline: as it is for the first pipeline's tables and for the window tables
+    a spec names; ``<layer>.<pipeline>_<name>`` for another pipeline's bronze, silver, corrections and ops."""
+    if settings.pipeline is None or table.declared:
+        return table.name
+    return f"{table.layer}.{settings.spec.name}_{table.short_name}"
+
+
+def table_by_name(settings: Settings, name: str) -> tuple[Settings, Table]:
+    """Look a table up by its catalog name among every declared pipeline's; (its pipeline's settings, the
+    table). Raises KeyError with the known names."""
+    known: dict[str, tuple[Settings, Table]] = {}
+    for view in settings.root().pipelines(tuple(settings.root().declared())):
+        for table in all_tables(view):
+            known.setdefault(catalog_name(view, table), (view, table))
+    if name not in known:
+        raise KeyError(f"unknown table {name!r}; known tables: {', '.join(known)}")
+    return known[name]

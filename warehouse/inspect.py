@@ -8,7 +8,7 @@ timestamps) costs more start-up time than the whole read.
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
@@ -16,7 +16,7 @@ from arro3.core import Table as ArrowTable
 from deltalake import DeltaTable, QueryBuilder
 from deltalake.exceptions import TableNotFoundError
 
-from warehouse.catalog import Table, all_tables
+from warehouse.catalog import Table, all_tables, catalog_name, roles
 from warehouse.settings import Settings
 from warehouse.storage import open_delta
 
@@ -30,11 +30,17 @@ class TableState:
     exists: bool
     version: int | None
     rows: int | None
+    #: Its catalog name (another pipeline's tables carry its name), its pipeline and its role there.
+    name: str = ""
+    pipeline: str = ""
+    role: str = ""
 
     def as_json(self) -> dict[str, Any]:
         return {
-            "name": self.table.name,
+            "name": self.name or self.table.name,
             "layer": self.table.layer,
+            "pipeline": self.pipeline or None,
+            "role": self.role or None,
             "path": self.path,
             "exists": self.exists,
             "version": self.version,
@@ -63,8 +69,18 @@ def table_state(settings: Settings, table: Table) -> TableState:
     return TableState(table, path, True, delta.version(), rows)
 
 
-def catalog_states(settings: Settings) -> list[TableState]:
-    return [table_state(settings, table) for table in all_tables(settings)]
+def catalog_states(settings: Settings, pipelines: tuple[str, ...] = ()) -> list[TableState]:
+    """Every table of the pipelines named (default: those ``LAKEHOUSE_PIPELINES`` selects), the first
+    pipeline's first."""
+    states = []
+    for view in settings.root().pipelines(pipelines):
+        role = roles(view)
+        for table in all_tables(view):
+            state = table_state(view, table)
+            states.append(
+                replace(state, name=catalog_name(view, table), pipeline=view.spec.name, role=role[table.name])
+            )
+    return states
 
 
 # --- show and history: time travel, sorted rows and commits (delta-rs only, no Spark) ---

@@ -45,6 +45,8 @@ class Table:
     #: writer copies the running maximum for every row it writes (a 10 MB line ahead of 200,000 short ones
     #: cost minutes); nothing filters on them.
     no_stats: tuple[str, ...] = ()
+    #: Whether the spec names it (a window table): its name is the same inside and outside its pipeline.
+    declared: bool = False
 
     @property
     def name(self) -> str:

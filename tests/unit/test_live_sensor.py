@@ -19,7 +19,7 @@ from orchestration.pipeline import asset_key
 from orchestration.resources import lakehouse_resource
 from runtime.progress import CONTINUOUS_PREFIX
 from runtime.stages import stages, stream_outputs
-from warehouse.catalog import BRONZE_EVENTS, OPS_STREAM_PROGRESS, Table, hopping_spend_table, user_spend_table
+from warehouse.catalog import BRONZE_EVENTS, OPS_STREAM_PROGRESS, Table, hopping_table, tumbling_table
 from warehouse.settings import Settings
 
 Tick = Callable[[str | None], dg.SensorResult]
@@ -166,7 +166,7 @@ def test_each_batch_materializes_the_tables_its_stream_writes(settings: Settings
     assert (silver_events["quarantined"], silver_events["duplicates"], silver_events["rows_written"]) == (1, 1, 1)
     # Each side table's rows written is its own figure, as the runs record it.
     assert values(found["silver/quarantine"][0])["rows_written"] == 1
-    gold = values(found[keys(user_spend_table(settings))][0])
+    gold = values(found[keys(tumbling_table(settings))][0])
     assert (gold["late"], gold["rows_written"]) == (1, 1)
     assert values(found["gold/corrections"][0])["rows_written"] == 2
     assert values(found["silver/late_events"][0])["rows_written"] == 1
@@ -174,7 +174,7 @@ def test_each_batch_materializes_the_tables_its_stream_writes(settings: Settings
 
 
 def test_a_window_table_records_its_own_figure_whichever_stream_writes_it(settings: Settings, tick: Tick) -> None:
-    hopping = hopping_spend_table(settings)
+    hopping = hopping_table(settings)
     (writer,) = [name for name in stages(settings).names if hopping in stream_outputs(settings)[name]]
     append(settings, progress(writer, 0, rows_out=3, hopping_windows_changed=12))
     found = events_by_asset(tick(None))

@@ -24,7 +24,7 @@ from datetime import datetime
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from warehouse.catalog import MONEY, user_spend_table
+from warehouse.catalog import MONEY, tumbling_table
 from warehouse.delta import as_of
 from warehouse.settings import Settings
 
@@ -47,7 +47,7 @@ def passed_windows(
     holding every window that ends after ``before``) whose end the watermark passed between ``before`` and
     ``after`` and that are not among the ``changed`` keys, as unchanged gold.corrections-shaped rows (their
     on-time firings)."""
-    rows = stored if stored is not None else as_of(spark, settings, user_spend_table(settings), version)
+    rows = stored if stored is not None else as_of(spark, settings, tumbling_table(settings), version)
     if after is None or after == before:
         return _as_unchanged(rows.limit(0), settings, now, gold_batch)
     rows = rows.where(F.col("window_end") <= F.lit(after))
@@ -59,7 +59,7 @@ def passed_windows(
 
 def _as_unchanged(rows: DataFrame, settings: Settings, now: datetime, gold_batch: int | None) -> DataFrame:
     return rows.select(
-        F.lit(user_spend_table(settings).name).alias("table_name"),
+        F.lit(tumbling_table(settings).name).alias("table_name"),
         "user_id",
         "window_start",
         "window_end",

@@ -15,7 +15,7 @@ import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
-from warehouse.catalog import MONEY, user_spend_global_table
+from warehouse.catalog import MONEY, global_table
 from warehouse.delta import MergeSpec, already_written, computed_once, merge_changes_once
 from warehouse.reads import read_where
 from warehouse.settings import Settings
@@ -33,7 +33,7 @@ def update_global_windows(
     """Fold ``events`` (event_id, user_id, event_time, amount; ``event_count`` of them, when known) into
     each user's global window; returns the number of count-trigger firings. Exactly once per (app_id,
     batch_id)."""
-    table = user_spend_global_table(settings)
+    table = global_table(settings)
     if already_written(settings, table, app_id, batch_id):
         return 0
     every = settings.windows.global_trigger_count
@@ -103,7 +103,7 @@ def update_global_windows(
 
 
 def _spec(settings: Settings) -> MergeSpec:
-    columns = user_spend_global_table(settings).column_names
+    columns = global_table(settings).column_names
     return MergeSpec(
         "t.user_id = s.user_id",
         update={c: f"s.{c}" for c in columns if c != "user_id"},

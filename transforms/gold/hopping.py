@@ -17,7 +17,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from transforms.gold.corrections import correction_rows
-from warehouse.catalog import GOLD_CORRECTIONS, MONEY, hopping_spend_table, user_spend_table
+from warehouse.catalog import GOLD_CORRECTIONS, MONEY, hopping_table, tumbling_table
 from warehouse.delta import (
     MergeSpec,
     already_written,
@@ -58,7 +58,7 @@ def closing_windows(
     if open_after is not None:
         bound = open_after - lateness - timedelta(minutes=settings.windows.hopping_size_minutes)
         conditions.append(("window_start", ">=", bound))
-    return read_where(spark, settings, hopping_spend_table(settings), conditions)
+    return read_where(spark, settings, hopping_table(settings), conditions)
 
 
 def roll_up(
@@ -78,7 +78,7 @@ def roll_up(
     gold.corrections (``cause``, or ``window_closed`` when only finality changed). Exactly once per
     (app_id, batch_id); returns the number of hopping windows changed. ``open_after`` (the watermark
     before this change) bounds the search for windows to close: every window it closed is final."""
-    hopping = hopping_spend_table(settings)
+    hopping = hopping_table(settings)
     if already_written(settings, hopping, app_id, batch_id):
         return 0
     lateness = F.expr(f"INTERVAL {settings.windows.allowed_lateness_seconds} SECONDS")
@@ -92,7 +92,7 @@ def roll_up(
             return 0
         since_then = [("window_start", ">=", since)]
         pane_columns = ("user_id", "window_start", "total_amount", "event_count")
-        panes_now = read_where(spark, settings, user_spend_table(settings), since_then, columns=pane_columns)
+        panes_now = read_where(spark, settings, tumbling_table(settings), since_then, columns=pane_columns)
         tumbling = panes_now.withColumnRenamed("window_start", "pane_start")
         sums = (
             wanted.join(tumbling, "user_id")

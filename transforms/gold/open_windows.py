@@ -23,7 +23,7 @@ import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from warehouse.catalog import user_spend_table
+from warehouse.catalog import tumbling_table
 from warehouse.delta import as_of, latest_version
 from warehouse.settings import Settings
 
@@ -45,7 +45,7 @@ class OpenWindows:
     def rows_since(self, spark: SparkSession, settings: Settings, since: datetime | None) -> DataFrame | None:
         """Gold's rows starting at or after ``since``, as of its newest version, as a Spark local relation;
         None when they are too many to keep (the caller reads gold). Call under the gold lock."""
-        gold = user_spend_table(settings)
+        gold = tumbling_table(settings)
         version = latest_version(gold.path(settings) / "_delta_log")
         if version < 0:
             return None
@@ -71,7 +71,7 @@ class OpenWindows:
         if version_before is None:
             self.forget()
             return
-        latest = latest_version(user_spend_table(settings).path(settings) / "_delta_log")
+        latest = latest_version(tumbling_table(settings).path(settings) / "_delta_log")
         expected = version_before + (0 if merged is None else 1)
         if self.version != version_before or latest != expected:
             self.forget()
@@ -101,7 +101,7 @@ class OpenWindows:
         self.version, self.rows = None, None
 
     def _load(self, spark: SparkSession, settings: Settings, version: int, since: datetime | None) -> None:
-        stored = as_of(spark, settings, user_spend_table(settings), version)
+        stored = as_of(spark, settings, tumbling_table(settings), version)
         if since is not None:
             stored = stored.where(F.col("window_start") >= F.lit(since))
         rows = stored.limit(MAX_OPEN_WINDOWS + 1).toArrow()

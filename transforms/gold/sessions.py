@@ -24,7 +24,7 @@ from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from transforms.gold.corrections import correction_rows
-from warehouse.catalog import GOLD_CORRECTIONS, MONEY, user_sessions_table
+from warehouse.catalog import GOLD_CORRECTIONS, MONEY, sessions_table
 from warehouse.delta import MergeSpec, already_written, append_once, materialized, merge_changes_once
 from warehouse.reads import Condition, read_where
 from warehouse.settings import Settings
@@ -45,7 +45,7 @@ def closing_sessions(
     conditions: list[Condition] = [("is_final", "==", False), ("session_end", "<=", watermark - lateness)]
     if open_after is not None:
         conditions.append(("session_end", ">", open_after - lateness))
-    return read_where(spark, settings, user_sessions_table(settings), conditions)
+    return read_where(spark, settings, sessions_table(settings), conditions)
 
 
 def update_sessions(
@@ -62,7 +62,7 @@ def update_sessions(
     """Fold ``events`` (user_id, event_time, amount) into gold.user_sessions and finalize the sessions the
     watermark's move from ``before`` to ``after`` closes; log every change of a stored row in
     gold.corrections. Exactly once per (app_id, batch_id); returns the number of session rows changed."""
-    table = user_sessions_table(settings)
+    table = sessions_table(settings)
     if already_written(settings, table, app_id, batch_id):
         return 0
     gap = _micros(settings.windows.session_gap_minutes * 60)

@@ -30,7 +30,7 @@ from transforms.gold.watermarks import (
     watermark_delay,
 )
 from transforms.latency import arrival_figures, arrival_quantiles
-from warehouse.catalog import GOLD_CORRECTIONS, MONEY, OPS_WATERMARKS, SILVER_LATE_EVENTS, Table, user_spend_table
+from warehouse.catalog import GOLD_CORRECTIONS, MONEY, OPS_WATERMARKS, SILVER_LATE_EVENTS, Table, tumbling_table
 from warehouse.delta import (
     MergeSpec,
     already_written,
@@ -103,7 +103,7 @@ def update_windows(
     recomputes from silver as of that version and never races events the stream has not seen yet.
     """
     spark = events.sparkSession
-    gold = user_spend_table(settings)
+    gold = tumbling_table(settings)
     before = watermark_before(spark, settings, query_name, batch_id, writer_id)
     carried = [name for name in ("silver_batch", "arrived_at") if name in events.columns]
     windowed = assign_windows(
@@ -248,7 +248,7 @@ def advance_idle(
     current = utc(marks.agg(F.max("watermark")).first()[0])
     left = Watermark(utc(last["max_event_time"]), utc(last["watermark"]))
     prior = watermark_before(spark, settings, query_name, batch_id + 1, writer_id)
-    gold = user_spend_table(settings)
+    gold = tumbling_table(settings)
     app_id = f"{writer_id}:idle"
     # A recorded idle watermark whose windows are still open (a crash before its MERGE) is finished first.
     candidates = [current] if current > left.watermark else []
