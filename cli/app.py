@@ -10,10 +10,23 @@ from typing import Annotated, Any
 import typer
 
 from cli import pipelines, render, servers
-from cli.common import console, print_json
+from cli.common import console, one_pipeline, pipeline_views, print_json
 from cli.common import fails_in_one_line as _fails_in_one_line
 from cli.common import home_settings as _settings
 from warehouse.settings import Settings
+
+#: ``--pipeline``: which declared pipelines a command acts on (repeatable; default every one selected).
+Pipelines = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--pipeline", "-p", help="A declared pipeline (repeatable); default: every one LAKEHOUSE_PIPELINES selects."
+    ),
+]
+#: ``--pipeline`` where a command acts on exactly one.
+OnePipeline = Annotated[
+    str | None,
+    typer.Option("--pipeline", "-p", help="The declared pipeline (needed when more than one is selected)."),
+]
 
 app = typer.Typer(
     name="lakehouse",
@@ -41,11 +54,13 @@ def _options(
 @_fails_in_one_line
 def ingest(
     files: Annotated[list[Path], typer.Argument(help="JSON Lines files to place into the landing zone.")],
+    pipeline: OnePipeline = None,
 ) -> None:
-    """Place JSON Lines files into the landing zone atomically (a reader never sees half a file)."""
+    """Place JSON Lines files into a pipeline's landing zone atomically (a reader never sees half a file)."""
     from runtime.sources.landing import ingest_file
 
-    settings = _settings()
+    settings = one_pipeline(_settings(), pipeline, "ingest lands files in")
+    settings.ensure_home()
     missing = [str(f) for f in files if not f.exists()]
     if missing:
         raise FileNotFoundError(f"no such file: {', '.join(missing)}")
@@ -166,35 +181,40 @@ def run(
             "default LAKEHOUSE_SOURCE, else landing."
         ),
     ] = None,
+    pipeline: Pipelines = None,
 ) -> None:
-    """Run the streams source → bronze → silver → gold, once (availableNow) or continuously."""
+    """Run each pipeline's streams source → bronze → silver → gold, once (availableNow) or continuously."""
     if once == continuous:
         raise typer.BadParameter("choose exactly one of --once or --continuous")
-    from runtime.runner import run_continuous, run_once
+    from runtime.pipelines import run_all_continuous, run_all_once, source_of
     from runtime.stages import source_stage, stages
     from warehouse.locks import ensure_free
     from warehouse.session import spark_session
 
     settings = _settings()
-    source = source or settings.streams.source
-    source_stage(source)  # an unknown source stops here, before Spark starts
-    ensure_free(settings, stages(settings, source).names)
-    if source == "kafka":
-        from runtime.sources.kafka_client import check_reachable
+    views = pipeline_views(settings, pipeline)
+    for view in views:
+        chosen = source_of(view, source)
+        source_stage(chosen)  # an unknown source stops here, before Spark starts
+        view.ensure_home()
+        ensure_free(view, stages(view, chosen).names)
+        if chosen == "kafka":
+            from runtime.sources.kafka_client import check_reachable
 
-        check_reachable(settings)
+            check_reachable(view)
+    names = ", ".join(f"{view.spec.name} ({source_of(view, source)})" for view in views)
     with console.status("starting Spark"):
         spark = spark_session(settings)
     if once:
-        with console.status(f"processing what has arrived ({source})"):
-            reports = run_once(spark, settings, source)
+        with console.status(f"processing what has arrived: {names}"):
+            reports = run_all_once(spark, views, source)
     else:
         console.print(
-            f"running continuously from {source} (bronze, silver, gold in one micro-batch, a trigger every "
+            f"running continuously: {names} (bronze, silver, gold in one micro-batch, a trigger every "
             f"{settings.streams.trigger_interval_seconds}s); Ctrl-C or SIGTERM stops cleanly"
         )
-        reports = run_continuous(
-            spark, settings, source=source, on_notice=lambda line: sys.stderr.write(f"lakehouse: {line}\n")
+        reports = run_all_continuous(
+            spark, views, source, on_notice=lambda line: sys.stderr.write(f"lakehouse: {line}\n")
         )
     console.print(render.reports_table(reports, "run", heading="stream"))
 
@@ -208,23 +228,24 @@ def status(
         typer.Option("--watch/--once", help="Keep the view live (default on a terminal) or print it once."),
     ] = None,
     interval: Annotated[float, typer.Option(help="Seconds between refreshes of the live view.")] = 2.0,
+    pipeline: Pipelines = None,
 ) -> None:
     """Each stream's state, backlog and lag, newest batch, rates and watermark (no Spark is started)."""
-    from runtime.runner import pipeline_status
+    from runtime.pipelines import status_all
 
-    settings = _settings()
+    views = pipeline_views(_settings(), pipeline)
     if as_json:
-        print_json([s.to_json() for s in pipeline_status(settings)])
+        print_json([s.to_json() for s in status_all(views)])
         return
     if watch is None:
         watch = console.is_terminal
     if not watch:
-        console.print(render.status_view(pipeline_status(settings), console.width, console))
+        console.print(render.status_view(status_all(views), console.width, console))
         return
     from rich.live import Live
 
     def view() -> Any:
-        return render.status_view(pipeline_status(settings), console.width, console)
+        return render.status_view(status_all(views), console.width, console)
 
     with Live(view(), console=console, refresh_per_second=4) as live:
         while True:
@@ -236,8 +257,9 @@ def status(
 @_fails_in_one_line
 def maintain(
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object per table only.")] = False,
+    pipeline: Pipelines = None,
 ) -> None:
-    """Compact every table (gold Z-ordered by user_id), VACUUM old unreferenced files, checkpoint the logs."""
+    """Compact every table (gold Z-ordered by its keys), VACUUM old unreferenced files, checkpoint the logs."""
     from warehouse.catalog import all_tables
     from warehouse.maintenance import maintain_tables
     from warehouse.session import spark_session
@@ -245,8 +267,10 @@ def maintain(
     settings = _settings()
     with console.status("starting Spark"):
         spark = spark_session(settings)
+    results = []
     with console.status("compacting, vacuuming, checkpointing"):
-        results = maintain_tables(spark, settings, all_tables(settings))
+        for view in pipeline_views(settings, pipeline):
+            results += maintain_tables(spark, view, all_tables(view))
     if as_json:
         print_json([r.to_json() for r in results])
         return
@@ -294,21 +318,25 @@ def reconcile(
         float,
         typer.Option(help="Seconds to wait for a reconcile already running (a Dagster run's) before refusing.", min=0),
     ] = 0.0,
+    pipeline: Pipelines = None,
 ) -> None:
     """Fold late events into gold (only the affected windows); with dates, repair every window of them."""
     from runtime.checkpoints import RECONCILE_STAGE
-    from runtime.runner import run_reconcile
+    from runtime.pipelines import reconcile_all
     from warehouse.locks import ensure_free
     from warehouse.session import spark_session
 
     dates = _date_range(from_date, to_date, date or [])
     settings = _settings()
-    if not wait:
-        ensure_free(settings, [RECONCILE_STAGE])
+    views = pipeline_views(settings, pipeline)
+    for view in views:
+        view.ensure_home()
+        if not wait:
+            ensure_free(view, [RECONCILE_STAGE])
     with console.status("starting Spark"):
         spark = spark_session(settings)
     with console.status("reconciling gold with silver"):
-        reports = run_reconcile(spark, settings, dates, wait_seconds=wait)
+        reports = reconcile_all(spark, views, dates, wait_seconds=wait)
     console.print(render.reports_table(reports, "reconcile"))
 
 
@@ -326,8 +354,10 @@ def replay(
             "landing: the same from the landing zone's files (the recovery of a lost or damaged checkpoint)."
         ),
     ] = "bronze",
+    pipeline: OnePipeline = None,
 ) -> None:
-    """Rebuild silver, gold and ops tables from bronze with the same streams, then swap them in (Kappa)."""
+    """Rebuild one pipeline's silver, gold and ops tables from bronze with the same streams, then swap them in
+    (Kappa); the other pipelines are not touched."""
     from runtime.checkpoints import KAFKA_STAGE, LANDING_STAGE, SILVER_STAGE
     from runtime.replay import check_replay_arguments, run_replay
     from warehouse.catalog import BRONZE_EVENTS
@@ -335,7 +365,8 @@ def replay(
     from warehouse.session import spark_session
 
     check_replay_arguments(source, from_version)  # one line (the wrapper's), before Spark starts
-    settings = _settings()
+    settings = one_pipeline(_settings(), pipeline, "replay rebuilds")
+    settings.ensure_home()
     total = table_state(settings, BRONZE_EVENTS).rows
     if source == "kafka":
         from runtime.sources.kafka_client import check_reachable, topics
@@ -375,16 +406,18 @@ def validate(
         ),
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON only.")] = False,
+    pipeline: Pipelines = None,
 ) -> None:
-    """Run the data-quality suites, write the HTML report; exit 1 when a blocking expectation fails."""
-    from expectations.runner import run_suites
+    """Run each pipeline's data-quality suites, write the HTML report; exit 1 when a blocking expectation fails."""
+    from expectations.runner import run_pipeline_suites
     from warehouse.session import spark_session
 
     settings = _settings()
+    views = pipeline_views(settings, pipeline)
     with console.status("starting Spark"):
         spark = spark_session(settings)
     with console.status("validating"):
-        run = run_suites(spark, settings, suite or None)
+        run = run_pipeline_suites(spark, views, suite or None)
     summary = run.summary()
     if as_json:
         print_json(summary)
@@ -400,11 +433,12 @@ def validate(
 @_fails_in_one_line
 def tables(
     as_json: Annotated[bool, typer.Option("--json", help="Print only a JSON array, one object per table.")] = False,
+    pipeline: Pipelines = None,
 ) -> None:
-    """The catalog: every table's name, layer, path, Delta version and row count."""
+    """The catalog: every table's name, pipeline, layer, path, Delta version and row count."""
     from warehouse.inspect import catalog_states
 
-    states = catalog_states(_settings())
+    states = catalog_states(_settings(), tuple(pipeline or ()))
     if as_json:
         print_json([s.as_json() for s in states])
         return

@@ -68,3 +68,18 @@ def home_settings() -> Settings:
 def print_json(value: Any) -> None:
     """``--json``: the value alone on stdout, indented, so it pipes to ``jq``."""
     sys.stdout.write(json.dumps(value, indent=2, default=str) + "\n")
+
+
+def pipeline_views(settings: Settings, names: list[str] | None) -> list[Settings]:
+    """The named pipelines' settings (``--pipeline``, repeatable), else those ``LAKEHOUSE_PIPELINES`` selects."""
+    return settings.pipelines(tuple(names or ()))
+
+
+def one_pipeline(settings: Settings, name: str | None, doing: str) -> Settings:
+    """The one pipeline a command acts on: ``--pipeline``, or the only one selected; else one line naming
+    the choices."""
+    views = settings.pipelines(() if name is None else (name,))
+    if len(views) > 1:
+        choices = ", ".join(view.spec.name for view in views)
+        raise ValueError(f"{doing} one pipeline: pass --pipeline with one of {choices}")
+    return views[0]

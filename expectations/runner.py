@@ -6,7 +6,7 @@ The command line (``lakehouse validate``), the tests and the Dagster asset check
 
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -15,7 +15,7 @@ from pyspark.sql import SparkSession
 from expectations.report import write_report
 from expectations.suites import SUITES
 from expectations.validation import SuiteResult, to_json
-from warehouse.catalog import OPS_DQ_RESULTS, kept_tables
+from warehouse.catalog import OPS_DQ_RESULTS, all_tables, catalog_name, kept_tables
 from warehouse.delta import append_once
 from warehouse.settings import Settings
 from warehouse.tables import ensure_tables
@@ -86,6 +86,39 @@ def run_suites(
     )
     run.report_path = write_report(settings, run.run_id, run.started_at, run.results)
     record(spark, settings, run)
+    return run
+
+
+def run_pipeline_suites(
+    spark: SparkSession, views: Sequence[Settings], names: Sequence[str] | None = None, run_id: str | None = None
+) -> ValidationRun:
+    """Each pipeline's suites (all by default) in one run and one report, a section per pipeline (another
+    pipeline's suites carry its name); each pipeline's outcomes are logged in its own ``ops.dq_results``."""
+    if len(views) == 1 and views[0].pipeline is None:
+        return run_suites(spark, views[0], names, run_id)
+    unknown = [n for n in names or [] if n not in SUITES]
+    if unknown:
+        raise KeyError(f"unknown suite {unknown[0]!r}; known suites: {', '.join(SUITES)}")
+    chosen = [n for n in SUITES if names is None or n in names]
+    run_id = run_id or uuid.uuid4().hex
+    started = datetime.now(UTC)
+    each: list[tuple[Settings, list[SuiteResult]]] = []
+    for view in views:
+        view.ensure_home()
+        ensure_tables(spark, view, kept_tables(view))
+        each.append((view, [SUITES[name].run(spark, view) for name in chosen]))
+    shown = []
+    for view, results in each:
+        named = {table.name: catalog_name(view, table) for table in all_tables(view)}
+        for result in results:
+            if view.pipeline is not None:
+                table = named.get(result.table_name, result.table_name)
+                result = replace(result, suite=f"{view.spec.name}: {result.suite}", table_name=table)
+            shown.append(result)
+    root = views[0].root()
+    run = ValidationRun(run_id, started, shown, write_report(root, run_id, started, shown))
+    for view, results in each:
+        record(spark, view, ValidationRun(run_id, started, results, run.report_path))
     return run
 
 

@@ -21,6 +21,7 @@ from urllib.parse import unquote
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.types import DecimalType, DoubleType, LongType
 
 from expectations.validation import CRITICAL, WARNING, SuiteResult, gx_expectations, timed, validate
 from runtime.checkpoints import (
@@ -36,7 +37,8 @@ from runtime.checkpoints import (
     uncommitted_batch,
 )
 from transforms.bronze import read_landing_files, split_lines
-from transforms.reconcile import KEY, ReconcileError, gold_silver_version, recompute_windows
+from transforms.gold.measures import DOUBLE_TOLERANCE
+from transforms.reconcile import ReconcileError, gold_silver_version, recompute_windows, window_key
 from warehouse.catalog import (
     BRONZE_EVENTS,
     SILVER_DUPLICATES,
@@ -44,15 +46,15 @@ from warehouse.catalog import (
     SILVER_LATE_EVENTS,
     SILVER_QUARANTINE,
     Table,
+    events_table,
+    late_table,
     tumbling_table,
 )
 from warehouse.delta import as_of, read_table, table_version
 from warehouse.locks import hold_gold
 from warehouse.settings import Settings
+from warehouse.shapes import Shape
 from warehouse.storage import location_of
-
-#: Amounts as decimal(18,2) text: at most 16 integer digits and exactly two fractional ones.
-AMOUNT_TEXT = r"^-?[0-9]{1,16}\.[0-9]{2}$"
 
 #: What silver makes of a bronze line: exactly one of these.
 SILVER_OUTCOMES = ((SILVER_EVENTS, "events"), (SILVER_QUARANTINE, "quarantined"), (SILVER_DUPLICATES, "duplicates"))
@@ -176,36 +178,48 @@ def _lines_per_file(spark: SparkSession, settings: Settings, keys: list[str]) ->
 
 
 def silver_suite(spark: SparkSession, settings: Settings) -> SuiteResult:
-    """The event rules, checked on what silver stored: ids unique, users present, money in bounds and
-    exact to the cent, event times not in the future (beyond a tolerance), types from the allowed set."""
+    """The event rules, checked on what silver stored: ids unique, keys present, values in their ranges,
+    decimals exact to their scale, allowed values, event times not in the future (beyond a tolerance)."""
     gxe = gx_expectations()
     quality = settings.quality
+    spec = settings.spec
     result = SuiteResult("silver.events", SILVER_EVENTS.name)
     with timed(result):
         latest_allowed = datetime.now(UTC) + timedelta(seconds=quality.future_tolerance_seconds)
         checks = [
-            gxe.ExpectColumnValuesToNotBeNull(column="event_id", description="every event has an event_id"),
-            gxe.ExpectColumnValuesToBeUnique(column="event_id", description="one row per event_id"),
-            gxe.ExpectColumnValuesToNotBeNull(column="user_id", description="every event has a user_id"),
-            gxe.ExpectColumnValuesToBeBetween(
-                column="amount",
-                min_value=float(quality.amount_min),
-                max_value=float(quality.amount_max),
-                description=f"amount within [{quality.amount_min}, {quality.amount_max}] (LAKEHOUSE_DQ_AMOUNT_*)",
+            gxe.ExpectColumnValuesToNotBeNull(column=spec.id, description=f"every event has an {spec.id}"),
+            gxe.ExpectColumnValuesToBeUnique(column=spec.id, description=f"one row per {spec.id}"),
+            *(
+                gxe.ExpectColumnValuesToNotBeNull(column=key, description=f"every event has a {key}")
+                for key in spec.keys
             ),
-            gxe.ExpectColumnValuesToMatchRegex(
-                column="amount_text", regex=AMOUNT_TEXT, description="amount is exact money: scale 2, 18 digits"
+            *_range_checks(gxe, settings),
+            *(
+                gxe.ExpectColumnValuesToMatchRegex(
+                    column=f"{name}_text",
+                    regex=_decimal_text(*spec.fields[name].decimal_places),
+                    description=f"{name} is exact: scale {spec.fields[name].decimal_places[1]}, "
+                    f"{spec.fields[name].decimal_places[0]} digits",
+                )
+                for name in _decimals(settings)
             ),
             gxe.ExpectColumnValuesToBeBetween(
-                column="event_time",
+                column=spec.time.field,
                 max_value=latest_allowed,
                 description=(
-                    f"event_time not after now + {quality.future_tolerance_seconds} s "
-                    "(LAKEHOUSE_DQ_FUTURE_TOLERANCE_SECONDS)"
+                    f"{spec.time.field} not after now + {quality.future_tolerance_seconds} s "
+                    f"({'LAKEHOUSE_DQ_FUTURE_TOLERANCE_SECONDS' if spec.is_first else 'quality.future_tolerance'})"
                 ),
             ),
+            *(
+                gxe.ExpectColumnValuesToBeInSet(
+                    column=name, value_set=list(f.allowed), description=f"{name} in {', '.join(map(str, f.allowed))}"
+                )
+                for name, f in spec.fields.items()
+                if f.allowed is not None and f.on_invalid == "quarantine"
+            ),
         ]
-        if quality.event_types:
+        if quality.event_types and "event_type" in spec.fields:
             checks.append(
                 gxe.ExpectColumnValuesToBeInSet(
                     column="event_type",
@@ -213,17 +227,60 @@ def silver_suite(spark: SparkSession, settings: Settings) -> SuiteResult:
                     description=f"event_type in {', '.join(quality.event_types)} (LAKEHOUSE_DQ_EVENT_TYPES)",
                 )
             )
-        events = read_table(spark, settings, SILVER_EVENTS).select(
-            "event_id",
-            "user_id",
-            "amount",
-            F.col("amount").cast("string").alias("amount_text"),
-            "event_time",
-            "event_type",
+        looked_at = dict.fromkeys(
+            [
+                spec.id,
+                *spec.keys,
+                *_ranges(settings),
+                spec.time.field,
+                *(n for n, f in spec.fields.items() if f.allowed),
+            ]
         )
-        result.outcomes += validate(events, result.suite, "events", checks, keys=["event_id"])
+        looked_at.update(dict.fromkeys(["event_type"] if "event_type" in spec.fields else []))
+        events = read_table(spark, settings, events_table(settings)).select(
+            *looked_at, *(F.col(name).cast("string").alias(f"{name}_text") for name in _decimals(settings))
+        )
+        result.outcomes += validate(events, result.suite, "events", checks, keys=[spec.id])
         result.figures["events"] = result.outcomes[0].element_count or 0
     return result
+
+
+def _decimals(settings: Settings) -> list[str]:
+    """The decimal fields whose exactness the silver suite checks: every required one."""
+    return [name for name, f in settings.spec.fields.items() if f.kind == "decimal" and f.required]
+
+
+def _decimal_text(precision: int, scale: int) -> str:
+    """A decimal(p,s) value as text: at most p-s integer digits and exactly s fractional ones."""
+    whole = f"-?[0-9]{{1,{precision - scale}}}"
+    return f"^{whole}\\.[0-9]{{{scale}}}$" if scale else f"^{whole}$"
+
+
+def _ranges(settings: Settings) -> dict[str, tuple[object, object, str]]:
+    """Field → (min, max, where it is set) of the quality ranges; the first pipeline's ``amount`` from its
+    settings (LAKEHOUSE_DQ_AMOUNT_*), which its spec's range is the default of."""
+    spec = settings.spec
+    found: dict[str, tuple[object, object, str]] = {
+        name: (r.min, r.max, f"quality.ranges.{name}") for name, r in spec.quality.ranges.items()
+    }
+    if spec.is_first and "amount" in found:
+        found["amount"] = (settings.quality.amount_min, settings.quality.amount_max, "LAKEHOUSE_DQ_AMOUNT_*")
+    return found
+
+
+def _range_checks(gxe: object, settings: Settings) -> list:
+    checks = []
+    for name, (low, high, where) in _ranges(settings).items():
+        bounds = f"[{'-inf' if low is None else low}, {'inf' if high is None else high}]"
+        checks.append(
+            gxe.ExpectColumnValuesToBeBetween(
+                column=name,
+                min_value=None if low is None else float(low),
+                max_value=None if high is None else float(high),
+                description=f"{name} within {bounds} ({where})",
+            )
+        )
+    return checks
 
 
 def _in_flight(settings: Settings) -> set[tuple[int, int]]:
@@ -349,48 +406,39 @@ def completeness_suite(spark: SparkSession, settings: Settings) -> SuiteResult:
             except ReconcileError as error:
                 result.skipped = str(error)
                 return result
-            late_version = table_version(spark, settings, SILVER_LATE_EVENTS)
+            late_version = table_version(spark, settings, late_table(settings))
             folded = consumed_source_version(settings.checkpoints_dir / RECONCILE_STAGE)
-        late = as_of(spark, settings, SILVER_LATE_EVENTS, late_version)
+        late = as_of(spark, settings, late_table(settings), late_version)
         if folded is not None:
+            spec_id = settings.spec.id
             late = late.join(
-                as_of(spark, settings, SILVER_LATE_EVENTS, folded[1]).select("event_id"), "event_id", "left_anti"
+                as_of(spark, settings, late_table(settings), folded[1]).select(spec_id), spec_id, "left_anti"
             )
-        pending = late.select(*KEY).distinct()
+        shape = Shape.of(settings.spec)
+        key = window_key(settings)
+        pending = late.select(*key).distinct()
         expected = recompute_windows(spark, settings, silver_version, None, late_version=late_version).select(
-            *KEY,
-            F.col("total_amount").alias("expected_total"),
-            F.col("event_count").alias("expected_count"),
+            *key, *(F.col(name).alias(f"expected_{name}") for name, _ in shape.visible)
         )
         stored = as_of(spark, settings, gold, gold_version).select(
-            *KEY, F.col("total_amount").alias("gold_total"), F.col("event_count").alias("gold_count")
+            *key, *(F.col(name).alias(f"gold_{name}") for name, _ in shape.visible)
         )
-        frame = expected.join(stored, KEY, "full_outer").join(pending, KEY, "left_anti")
+        frame = expected.join(stored, key, "full_outer").join(pending, key, "left_anti")
         result.outcomes += validate(
-            frame,
+            frame.select("*", *_differences(shape)),
             result.suite,
             "windows",
             [
                 gxe.ExpectColumnValuesToNotBeNull(
-                    column="gold_count", description="every window with events has a gold row (no missing window)"
+                    column="gold_event_count", description="every window with events has a gold row (no missing window)"
                 ),
                 gxe.ExpectColumnValuesToNotBeNull(
-                    column="expected_count", description="gold has no row without events (no extra window)"
+                    column="expected_event_count", description="gold has no row without events (no extra window)"
                 ),
-                gxe.ExpectColumnPairValuesToBeEqual(
-                    column_A="gold_total",
-                    column_B="expected_total",
-                    ignore_row_if="either_value_is_missing",
-                    description="each window's total_amount equals the recomputed sum, to the cent",
-                ),
-                gxe.ExpectColumnPairValuesToBeEqual(
-                    column_A="gold_count",
-                    column_B="expected_count",
-                    ignore_row_if="either_value_is_missing",
-                    description="each window's event_count equals the recomputed count",
-                ),
+                *(_equal_values(gxe, m.name, m.type, m.fn) for m in shape.measures),
+                _equal_values(gxe, "event_count", LongType(), "count"),
             ],
-            keys=KEY,
+            keys=key,
         )
         result.figures.update(
             {
@@ -401,6 +449,34 @@ def completeness_suite(spark: SparkSession, settings: Settings) -> SuiteResult:
             }
         )
     return result
+
+
+def _differences(shape: Shape) -> list[F.Column]:
+    """``<name>_off``: how far a double measure of gold is from its recomputation, relative to its size (a sum of
+    doubles depends on the order it was added in); exact types are compared as they are."""
+    found = []
+    for name, kind in shape.visible:
+        if isinstance(kind, DoubleType):
+            gold, expected = F.col(f"gold_{name}"), F.col(f"expected_{name}")
+            size = F.greatest(F.abs(gold), F.abs(expected), F.lit(1.0))
+            found.append((F.abs(gold - expected) / size).alias(f"{name}_off"))
+    return found
+
+
+def _equal_values(gxe: object, name: str, kind: object, fn: str) -> object:
+    if isinstance(kind, DoubleType):
+        return gxe.ExpectColumnValuesToBeBetween(
+            column=f"{name}_off",
+            max_value=DOUBLE_TOLERANCE,
+            description=f"each window's {name} equals the recomputed {fn} (within {DOUBLE_TOLERANCE:g} of it)",
+        )
+    cents = ", to the cent" if isinstance(kind, DecimalType) and kind.scale == 2 else ""
+    return gxe.ExpectColumnPairValuesToBeEqual(
+        column_A=f"gold_{name}",
+        column_B=f"expected_{name}",
+        ignore_row_if="either_value_is_missing",
+        description=f"each window's {name} equals the recomputed {fn}{cents}",
+    )
 
 
 def freshness_suite(spark: SparkSession, settings: Settings) -> SuiteResult:

@@ -91,6 +91,8 @@ class ProgressRecorder(StreamingQueryListener):
 
     def __init__(self, settings: Settings, run_id: str, flush_seconds: float = 10.0) -> None:
         self.settings = settings
+        #: Every pipeline's streams share the session: this recorder takes its own pipeline's queries only.
+        self.prefix = query_prefix(settings)
         self.run_id = run_id
         self.flush_seconds = flush_seconds
         self._rows: list[dict[str, Any]] = []
@@ -122,6 +124,9 @@ class ProgressRecorder(StreamingQueryListener):
     def onQueryProgress(self, event: Any) -> None:
         progress = event.progress
         name = progress.name or str(progress.id)
+        if not name.startswith(self.prefix) or (not self.prefix and ":" in name):
+            return  # another pipeline's query
+        name = name.removeprefix(self.prefix)
         with self._lock:
             figures = self._figures.pop((name, progress.batchId), None)
         if figures is None:
@@ -203,12 +208,23 @@ class ProgressRecorder(StreamingQueryListener):
         return len(rows)
 
 
-_RECORDERS: dict[int, ProgressRecorder] = {}
+_RECORDERS: dict[tuple[int, str], ProgressRecorder] = {}
+
+
+def query_prefix(settings: Settings) -> str:
+    """What a pipeline's query names start with in a session every pipeline shares (the first's: nothing)."""
+    return "" if settings.pipeline is None else f"{settings.spec.name}:"
+
+
+def query_name(settings: Settings, stream: str) -> str:
+    """The Spark query name of a pipeline's stream: unique among every pipeline's in one session."""
+    return query_prefix(settings) + stream
 
 
 def recorder_for(spark: SparkSession, settings: Settings) -> ProgressRecorder:
-    """The session's recorder, registered with Spark on first use (one per session, every run shares it)."""
-    key = id(spark)
+    """The session's recorder of the pipeline, registered with Spark on first use (one per session and
+    pipeline, every run shares it)."""
+    key = (id(spark), query_prefix(settings))
     recorder = _RECORDERS.get(key)
     if recorder is None or recorder.settings.home != settings.home:
         if recorder is not None:

@@ -63,25 +63,24 @@ from runtime.sources.kafka import pinned_topic_id, retention_gaps
 from runtime.sources.kafka_client import topic_id
 from runtime.stages import SOURCES, keyed_stages, reconcile_stage, source_stage, stage_named, stages
 from transforms.gold.corrections import consumption_metadata, correction_rows
+from transforms.gold.measures import coalesced, value_names, visible_differ
 from transforms.gold.propagate import GoldChange, firings
 from transforms.gold.watermarks import latest_watermark
-from transforms.reconcile import KEY
 from warehouse.catalog import (
     BRONZE_EVENTS,
-    GOLD_CORRECTIONS,
     GOLD_FRAUD_ALERTS,
     GOLD_UNIQUE_URLS,
-    MONEY,
     OPS_STREAM_PROGRESS,
     OPS_WATERMARKS,
     ORDER_PAYMENTS,
     SILVER_DUPLICATES,
-    SILVER_EVENTS,
-    SILVER_LATE_EVENTS,
     SILVER_QUARANTINE,
     Table,
+    corrections_log,
+    events_table,
     global_table,
     hopping_table,
+    late_table,
     sessions_table,
     tumbling_table,
 )
@@ -97,6 +96,7 @@ from warehouse.delta import (
 )
 from warehouse.locks import DERIVED_LOCK, GOLD_LOCK, hold_all
 from warehouse.settings import Settings
+from warehouse.shapes import Shape
 from warehouse.storage import location_of, move_tree, names, open_delta, remove_tree, write_atomically
 from warehouse.tables import ensure_tables
 
@@ -351,10 +351,11 @@ def _overwrite(
 
 def _swap_tables(spark: SparkSession, settings: Settings, staging: Settings, report: ReplayReport) -> None:
     app_id = f"lakehouse:replay:{report.stamp}"
-    for table in (SILVER_EVENTS, SILVER_QUARANTINE, SILVER_DUPLICATES, SILVER_LATE_EVENTS, OPS_WATERMARKS):
+    silver = events_table(settings)
+    for table in (silver, SILVER_QUARANTINE, SILVER_DUPLICATES, late_table(settings), OPS_WATERMARKS):
         content = read_table(spark, staging, table)
         version, report.rows_swapped[table.name] = _overwrite(spark, content, settings, table, app_id)
-        if table is SILVER_EVENTS:
+        if table is silver:
             silver_version = version
     gold = tumbling_table(settings)
     _swap_windows(spark, settings, staging, report, gold, app_id, consumption_metadata(app_id, 0, silver_version))
@@ -418,6 +419,9 @@ def _swap_windows(
     """Swap one window table in, keeping each key's revision history (changed keys: revision + 1 and a
     ``replay`` correction). Session tables are read with their bounds as window_start and window_end."""
     now = datetime.now(UTC)
+    shape = Shape.of(settings.spec)
+    key = [*shape.key_names, "window_start"]
+    values = value_names(shape)
     sessions = {"session_start": "window_start", "session_end": "window_end"}
     is_sessions = "session_start" in gold.column_names
 
@@ -426,34 +430,29 @@ def _swap_windows(
         return rows.withColumnsRenamed(sessions) if is_sessions else rows
 
     live = read(settings).select(
-        *KEY,
+        *key,
         F.col("window_end").alias("old_window_end"),
-        F.col("total_amount").alias("old_total_amount"),
-        F.col("event_count").alias("old_event_count"),
+        *(F.col(name).alias(f"old_{name}") for name in values),
         F.col("revision").alias("old_revision"),
         F.col("is_final").alias("old_is_final"),
         F.col("updated_at").alias("old_updated_at"),
     )
-    rebuilt = read(staging)
-    joined = rebuilt.join(live, KEY, "full_outer")
+    rebuilt = read(staging).withColumns({f"new_{name}": F.col(name) for name in values})
+    joined = rebuilt.join(live, key, "full_outer")
     differs = (
         F.col("old_revision").isNull()
         | F.col("revision").isNull()
-        | (F.col("total_amount") != F.col("old_total_amount"))
-        | (F.col("event_count") != F.col("old_event_count"))
+        | visible_differ(shape, "old_", "new_")
         | (F.col("is_final") != F.col("old_is_final"))
     )
     joined = joined.withColumn("changed", differs)
     joined.persist()
     try:
-        zero = F.lit(0).cast(MONEY)
         changes = joined.where("changed").select(
-            *KEY,
+            *key,
             F.coalesce("window_end", "old_window_end").alias("window_end"),
-            F.coalesce("old_total_amount", zero).alias("old_total_amount"),
-            F.coalesce("total_amount", zero).alias("new_total_amount"),
-            F.coalesce("old_event_count", F.lit(0).cast("long")).alias("old_event_count"),
-            F.coalesce("event_count", F.lit(0).cast("long")).alias("new_event_count"),
+            *coalesced(shape, "old_"),
+            *coalesced(shape, "new_"),
             F.coalesce("old_is_final", F.lit(False)).alias("old_is_final"),
             F.coalesce("is_final", F.lit(False)).alias("new_is_final"),
             (F.coalesce("old_revision", F.lit(0)) + 1).cast("int").alias("revision"),
@@ -461,11 +460,11 @@ def _swap_windows(
             F.lit(now).cast("timestamp").alias("updated_at"),
             F.lit(None).cast("long").alias("gold_batch"),
         )
-        corrections = correction_rows(changes, gold)
+        corrections = correction_rows(changes, gold, shape)
         changed = corrections.count()
         report.gold_keys_changed += changed
         if changed:
-            append_once(corrections, settings, GOLD_CORRECTIONS, app_id, 0)
+            append_once(corrections, settings, corrections_log(settings), app_id, 0)
             if gold.name == tumbling_table(settings).name:
                 # A replay's changes reach consumers as late firings (the firings log itself is history); the
                 # other derived tables are rebuilt by the replay itself.
@@ -475,11 +474,10 @@ def _swap_windows(
                     append_once(rows, settings, table, app_id, 0)
         # A key keeps its revision and time when the rebuild agrees with it, so readers see no change.
         content = joined.where(F.col("revision").isNotNull()).select(
-            *KEY,
+            *key,
             "window_end",
             *(["last_event_time"] if is_sessions else []),
-            "total_amount",
-            "event_count",
+            *values,
             F.when(F.col("changed"), F.coalesce("old_revision", F.lit(0)) + 1)
             .otherwise(F.col("old_revision"))
             .cast("int")
@@ -520,7 +518,8 @@ def _rebuild_order_payments(
     """
     if not settings.keeps("order_payments"):
         return
-    rebuilt = replace(staging.under("order_payments"), links=((SILVER_EVENTS.name, SILVER_EVENTS.path(settings)),))
+    silver = events_table(settings)
+    rebuilt = replace(staging.under("order_payments"), links=((silver.name, silver.path(settings)),))
     rebuilt.ensure_home()
     ensure_tables(spark, rebuilt, [ORDER_PAYMENTS])
     report.streams.append(run_stage_once(spark, rebuilt, stage_named(rebuilt, ORDER_PAYMENTS_STAGE), listener))
@@ -547,15 +546,15 @@ def _reset_checkpoints(spark: SparkSession, settings: Settings, staging: Setting
             move_tree(live, retired / name)
         starting_version_file(settings.checkpoints_dir, name).unlink(missing_ok=True)
     move_tree(staging.checkpoints_dir / SILVER_STAGE, settings.checkpoints_dir / SILVER_STAGE)
-    silver_version = _latest_version(spark, settings, SILVER_EVENTS)
+    silver_version = _latest_version(spark, settings, events_table(settings))
     for name, version in (
         (gold_stage, silver_version),
-        (RECONCILE_STAGE, _latest_version(spark, settings, SILVER_LATE_EVENTS)),
+        (RECONCILE_STAGE, _latest_version(spark, settings, late_table(settings))),
         # The derived windows were rebuilt in staging; the derived stream goes on after the swapped rows.
         (derived, _latest_version(spark, settings, OPS_WATERMARKS)),
     ):
         write_atomically(starting_version_file(settings.checkpoints_dir, name), str(version + 1))
-    silver_id = open_delta(SILVER_EVENTS.path(settings)).metadata().id
+    silver_id = open_delta(events_table(settings).path(settings)).metadata().id
     for name in keyed:
         built = staging.checkpoints_dir / name
         if committed_batches(built):

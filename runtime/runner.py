@@ -36,6 +36,7 @@ from runtime.progress import (
     StreamStatus,
     pending_landing_files,
     pending_source_commits,
+    query_name,
     recorder_for,
     stream_status,
 )
@@ -116,7 +117,7 @@ def start_stage(
     )
     return (
         stage.read(spark, settings)
-        .writeStream.queryName(stage.name)
+        .writeStream.queryName(query_name(settings, stage.name))
         .option("checkpointLocation", str(checkpoint))
         .foreachBatch(each_batch)
         .trigger(**trigger)

@@ -34,10 +34,9 @@ from transforms.gold.tumbling import update_windows
 from transforms.joins import pair_orders_with_payments, record_order_payments
 from transforms.keyed_state import distinct_url_counts, fraud_alerts, write_fraud_alerts, write_unique_urls
 from transforms.reconcile import fold_late_events
-from transforms.silver import refine_events
+from transforms.silver import canonical, refine_events
 from warehouse.catalog import (
     BRONZE_EVENTS,
-    GOLD_CORRECTIONS,
     GOLD_FRAUD_ALERTS,
     GOLD_UNIQUE_URLS,
     OPS_WATERMARKS,
@@ -48,7 +47,10 @@ from warehouse.catalog import (
     SILVER_QUARANTINE,
     Table,
     all_tables,
+    corrections_log,
+    events_table,
     gold_output_tables,
+    late_table,
     tumbling_table,
 )
 from warehouse.locks import DERIVED_LOCK, GOLD_LOCK
@@ -150,7 +152,7 @@ def _windows_stage(settings: Settings) -> Stage:
 
     def windows(df: DataFrame, batch_id: int, s: Settings, writer: str) -> dict[str, float]:
         silver_version = checkpoints.completed_source_version(checkpoint_dir(s, name), batch_id)
-        return update_windows(df, batch_id, s, writer, name, silver_version)
+        return update_windows(canonical(df, s.spec), batch_id, s, writer, name, silver_version)
 
     return Stage(name, _read_delta(SILVER_EVENTS.name, name), windows, (GOLD_LOCK,), SILVER_EVENTS.name)
 
@@ -292,18 +294,18 @@ def stream_outputs(settings: Settings) -> dict[str, tuple[Table, ...]]:
     """Stream name → the tables its batches write (kept outputs only): which assets a stream's progress
     rows (``ops.stream_progress.stream``) speak for."""
     kept = gold_output_tables(settings)
-    windows = [tumbling_table(settings), GOLD_CORRECTIONS]
+    windows = [tumbling_table(settings), corrections_log(settings)]
     if settings.keeps("firings"):
         windows.append(kept["firings"])
     derived = tuple(kept[name] for name in derived_outputs(settings))
     pipeline = stages(settings)
-    silver = (SILVER_EVENTS, SILVER_QUARANTINE, SILVER_DUPLICATES)
+    silver = (events_table(settings), SILVER_QUARANTINE, SILVER_DUPLICATES)
     # The source streams carry their batches through silver to the tumbling table (``runtime.carry``).
-    carried = (BRONZE_EVENTS, *silver, *windows, SILVER_LATE_EVENTS)
+    carried = (BRONZE_EVENTS, *silver, *windows, late_table(settings))
     outputs: dict[str, tuple[Table, ...]] = {source_stage(source).name: carried for source in SOURCES}
     # As streams of their own they run only in a replay's staging or to finish an older home's backlog.
     outputs[pipeline.silver.name] = silver
-    outputs[pipeline.windows.name] = (*windows, SILVER_LATE_EVENTS)
+    outputs[pipeline.windows.name] = (*windows, late_table(settings))
     followers = {
         ORDER_PAYMENTS_STAGE: (ORDER_PAYMENTS,),
         FRAUD_STAGE: (GOLD_FRAUD_ALERTS,),

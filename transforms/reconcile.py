@@ -25,16 +25,17 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from transforms.gold.corrections import SILVER_VERSION_KEY, consumption_metadata, correction_rows
-from transforms.gold.propagate import GoldChange, firings, propagate
+from transforms.gold.measures import coalesced, event_parts, merge_values, value_names, visible_differ, with_values
+from transforms.gold.propagate import GoldChange, event_columns, firings, propagate
 from transforms.gold.tumbling import assign_windows, closes_at
 from transforms.gold.watermarks import latest_watermark
+from transforms.silver import canonical
 from warehouse.catalog import (
-    GOLD_CORRECTIONS,
-    MONEY,
     OPS_RECONCILIATIONS,
-    SILVER_EVENTS,
-    SILVER_LATE_EVENTS,
     Table,
+    corrections_log,
+    events_table,
+    late_table,
     tumbling_table,
 )
 from warehouse.delta import (
@@ -49,10 +50,12 @@ from warehouse.delta import (
     transaction_version,
 )
 from warehouse.settings import Settings
+from warehouse.shapes import Shape
 
-#: The lock every read-modify-write of gold holds (window stream batches, reconciliation, replay swap).
 
-KEY = ["user_id", "window_start"]
+def window_key(settings: Settings) -> list[str]:
+    """A tumbling window row's key: the pipeline's key fields and ``window_start``."""
+    return [*Shape.of(settings.spec).key_names, "window_start"]
 
 
 class ReconcileError(RuntimeError):
@@ -96,7 +99,7 @@ def recompute_windows(
     keys: DataFrame | None = None,
     late_version: int | None = None,
 ) -> DataFrame:
-    """Exact (user_id, window_start) totals over the given event dates, from what gold has consumed.
+    """Exact (keys…, window_start) values over the given event dates, from what gold has consumed.
 
     Reads silver.events as of ``silver_version`` (pruned to the dates' ``event_date`` partitions; every
     date when ``dates`` is None) plus silver.late_events (as of ``late_version``, default the latest),
@@ -106,28 +109,30 @@ def recompute_windows(
     skipping where files are clustered by user) and the keys are matched before the aggregation, so the
     cost follows the affected keys, not the day's traffic.
     """
-    columns = ["event_id", "user_id", "event_time", "amount"]
+    shape = Shape.of(settings.spec)
+    key = window_key(settings)
+    columns = event_columns(shape)
     if silver_version is None:
-        silver = spark.createDataFrame([], SILVER_EVENTS.schema).select(*columns)
+        silver = canonical(spark.createDataFrame([], events_table(settings).schema), settings.spec).select(*columns)
     else:
-        silver = as_of(spark, settings, SILVER_EVENTS, silver_version)
+        silver = as_of(spark, settings, events_table(settings), silver_version)
         if dates is not None:
             silver = silver.where(F.col("event_date").isin([d.isoformat() for d in dates]))
-        silver = silver.select(*columns)
-    late = as_of(spark, settings, SILVER_LATE_EVENTS, late_version)
+        silver = canonical(silver, settings.spec).select(*columns)
+    late = as_of(spark, settings, late_table(settings), late_version)
     if dates is not None:
         late = late.where(F.to_date("window_start").isin([d.isoformat() for d in dates]))
-    late = late.select(*columns)
+    late = canonical(late, settings.spec).select(*columns)
     if keys is not None:
-        users = sorted(r.user_id for r in keys.select("user_id").distinct().collect())
-        silver = silver.where(F.col("user_id").isin(users))
-        late = late.where(F.col("user_id").isin(users))
+        first = shape.key_names[0]
+        values = sorted(r[0] for r in keys.select(first).distinct().collect())
+        silver = silver.where(F.col(first).isin(values))
+        late = late.where(F.col(first).isin(values))
     windowed = assign_windows(silver.unionByName(late).dropDuplicates(["event_id"]), settings)
     if keys is not None:
-        windowed = windowed.join(F.broadcast(keys.select(*KEY)), KEY, "left_semi")
-    return windowed.groupBy("user_id", "window_start", "window_end").agg(
-        F.sum("amount").cast(MONEY).alias("total_amount"), F.count("*").alias("event_count")
-    )
+        windowed = windowed.join(F.broadcast(keys.select(*key)), key, "left_semi")
+    parts = windowed.groupBy(*key, "window_end").agg(*event_parts(shape, "p_"))
+    return parts.select(*key, "window_end", *with_values(shape, "p_", ""))
 
 
 def window_repairs(
@@ -138,39 +143,33 @@ def window_repairs(
     ``expected`` and ``current`` cover the same keys. A gold row without events is deleted; a window the
     watermark has closed becomes final.
     """
-    zero = F.lit(0).cast(MONEY)
+    shape = Shape.of(settings.spec)
+    key = window_key(settings)
     closed = closes_at(settings) <= F.lit(watermark) if watermark else F.lit(False)
     old = current.select(
-        *KEY,
+        *key,
         F.col("window_end").alias("old_window_end"),
-        F.col("total_amount").alias("old_total_amount"),
-        F.col("event_count").alias("old_event_count"),
+        *(F.col(name).alias(f"old_{name}") for name in value_names(shape)),
         F.col("revision").alias("old_revision"),
         F.col("is_final").alias("old_is_final"),
     )
-    joined = expected.join(old, KEY, "full_outer").withColumn("window_end", F.coalesce("window_end", "old_window_end"))
+    new = expected.select(*key, "window_end", *(F.col(name).alias(f"new_{name}") for name in value_names(shape)))
+    joined = new.join(old, key, "full_outer").withColumn("window_end", F.coalesce("window_end", "old_window_end"))
     action = (
         F.when(F.col("old_revision").isNull(), "insert")
-        .when(F.col("event_count").isNull(), "delete")
-        .when(
-            (F.col("total_amount") != F.col("old_total_amount"))
-            | (F.col("event_count") != F.col("old_event_count"))
-            | (~F.col("old_is_final") & closed),
-            "update",
-        )
+        .when(F.col("new_event_count").isNull(), "delete")
+        .when(visible_differ(shape, "old_", "new_") | (~F.col("old_is_final") & closed), "update")
     )
     return (
         joined.withColumn("action", action)
         .where(F.col("action").isNotNull())
         .select(
-            *KEY,
+            *key,
             "window_end",
             "action",
-            F.coalesce("old_total_amount", zero).alias("old_total_amount"),
-            F.coalesce("old_event_count", F.lit(0).cast("long")).alias("old_event_count"),
+            *coalesced(shape, "old_"),
             F.coalesce("old_is_final", F.lit(False)).alias("old_is_final"),
-            F.coalesce("total_amount", zero).alias("new_total_amount"),
-            F.coalesce("event_count", F.lit(0).cast("long")).alias("new_event_count"),
+            *coalesced(shape, "new_"),
             (F.coalesce("old_is_final", F.lit(False)) | closed).alias("new_is_final"),
             (F.coalesce("old_revision", F.lit(0)) + 1).cast("int").alias("revision"),
             F.lit(now).cast("timestamp").alias("updated_at"),
@@ -218,7 +217,7 @@ def apply_repairs(
     if commit is not None:
         with materialized(_changes_in_commit(spark, settings, commit, dates, "reconciliation")) as corrections:
             # Appended even when empty, so the log's transaction version keeps step with gold's.
-            append_once(corrections, settings, GOLD_CORRECTIONS, writer_id, batch_id)
+            append_once(corrections, settings, corrections_log(settings), writer_id, batch_id)
             for rows, table in firings(spark, settings, replace(change, changed=corrections)):
                 append_once(rows, settings, table, writer_id, batch_id)
             changed = corrections.count()
@@ -231,36 +230,37 @@ def _changes_in_commit(
 ) -> DataFrame:
     """gold.corrections rows for every gold key on ``dates`` that the commit inserted, updated or deleted."""
     gold = tumbling_table(settings)
+    shape = Shape.of(settings.spec)
+    key = window_key(settings)
     wanted = [d.isoformat() for d in dates]
 
     def gold_at(version: int) -> DataFrame:
         return as_of(spark, settings, gold, version).where(F.to_date("window_start").isin(wanted))
 
     before = gold_at(commit.version - 1).select(
-        *KEY,
+        *key,
         F.col("window_end").alias("old_window_end"),
-        F.col("total_amount").alias("old_total_amount"),
-        F.col("event_count").alias("old_event_count"),
+        *(F.col(name).alias(f"old_{name}") for name in value_names(shape)),
         F.col("revision").alias("old_revision"),
         F.col("is_final").alias("old_is_final"),
     )
-    zero = F.lit(0).cast(MONEY)
-    no_events = F.lit(0).cast("long")
-    changed = (
-        gold_at(commit.version)
-        .join(before, KEY, "full_outer")
-        .where(
-            F.col("revision").isNull() | F.col("old_revision").isNull() | (F.col("revision") != F.col("old_revision"))
-        )
+    after = gold_at(commit.version).select(
+        *key,
+        "window_end",
+        *(F.col(name).alias(f"new_{name}") for name in value_names(shape)),
+        "revision",
+        "is_final",
+        "updated_at",
+    )
+    changed = after.join(before, key, "full_outer").where(
+        F.col("revision").isNull() | F.col("old_revision").isNull() | (F.col("revision") != F.col("old_revision"))
     )
     return correction_rows(
         changed.select(
-            *KEY,
+            *key,
             F.coalesce("window_end", "old_window_end").alias("window_end"),
-            F.coalesce("old_total_amount", zero).alias("old_total_amount"),
-            F.coalesce("total_amount", zero).alias("new_total_amount"),
-            F.coalesce("old_event_count", no_events).alias("old_event_count"),
-            F.coalesce("event_count", no_events).alias("new_event_count"),
+            *coalesced(shape, "old_"),
+            *coalesced(shape, "new_"),
             F.coalesce("old_is_final", F.lit(False)).alias("old_is_final"),
             F.coalesce("is_final", "old_is_final").alias("new_is_final"),
             F.coalesce("revision", F.col("old_revision") + 1).cast("int").alias("revision"),
@@ -269,15 +269,17 @@ def _changes_in_commit(
             F.lit(None).cast("long").alias("gold_batch"),
         ),
         gold,
+        shape,
     )
 
 
 def _merge_repairs(spark: SparkSession, settings: Settings, gold: Table, repairs: DataFrame) -> None:
+    shape = Shape.of(settings.spec)
+    key = window_key(settings)
     starts = repairs.agg(F.min("window_start"), F.max("window_start")).first()
     # The window_start range lets Delta skip gold files by their min/max statistics.
     condition = (
-        "t.user_id = s.user_id AND t.window_start = s.window_start "
-        f"AND t.window_start >= TIMESTAMP '{starts[0].isoformat()}' "
+        " AND ".join(f"t.{k} = s.{k}" for k in key) + f" AND t.window_start >= TIMESTAMP '{starts[0].isoformat()}' "
         f"AND t.window_start <= TIMESTAMP '{starts[1].isoformat()}'"
     )
     (
@@ -287,8 +289,7 @@ def _merge_repairs(spark: SparkSession, settings: Settings, gold: Table, repairs
         .whenMatchedDelete(condition="s.action = 'delete'")
         .whenMatchedUpdate(
             set={
-                "total_amount": "s.new_total_amount",
-                "event_count": "s.new_event_count",
+                **merge_values(shape, "new_"),
                 "revision": "t.revision + 1",
                 "is_final": "t.is_final OR s.new_is_final",
                 "updated_at": "s.updated_at",
@@ -297,11 +298,8 @@ def _merge_repairs(spark: SparkSession, settings: Settings, gold: Table, repairs
         .whenNotMatchedInsert(
             condition="s.action = 'insert'",
             values={
-                "user_id": "s.user_id",
-                "window_start": "s.window_start",
-                "window_end": "s.window_end",
-                "total_amount": "s.new_total_amount",
-                "event_count": "s.new_event_count",
+                **{k: f"s.{k}" for k in [*key, "window_end"]},
+                **merge_values(shape, "new_"),
                 "revision": "1",
                 "is_final": "s.new_is_final",
                 "updated_at": "s.updated_at",
@@ -346,7 +344,7 @@ def fold_late_events(late: DataFrame, batch_id: int, settings: Settings, writer_
     """
     spark = late.sparkSession
     started = time.monotonic()
-    keys = late.select(*KEY).distinct()
+    keys = late.select(*window_key(settings)).distinct()
     keys.persist()
     try:
         n_late = late.count()
@@ -359,7 +357,7 @@ def fold_late_events(late: DataFrame, batch_id: int, settings: Settings, writer_
         current = (
             read_table(spark, settings, gold)
             .where(F.to_date("window_start").isin([d.isoformat() for d in dates]))
-            .join(keys, KEY, "left_semi")
+            .join(keys, window_key(settings), "left_semi")
         )
         watermark = latest_watermark(spark, settings, _gold_query(settings))
         repairs = window_repairs(expected, current, settings, watermark, datetime.now(UTC))
@@ -387,7 +385,7 @@ def _next_run(settings: Settings, writer_id: str) -> int:
     """The run number for ``writer_id``: a run whose MERGE committed but whose log did not is resumed
     under its own number; otherwise one more than the last."""
     merged = transaction_version(settings, tumbling_table(settings), writer_id)
-    logged = transaction_version(settings, GOLD_CORRECTIONS, writer_id)
+    logged = transaction_version(settings, corrections_log(settings), writer_id)
     last_merged = -1 if merged is None else merged
     last_logged = -1 if logged is None else logged
     return last_merged if last_merged > last_logged else last_merged + 1
@@ -413,7 +411,7 @@ def repair_dates(spark: SparkSession, settings: Settings, dates: Sequence[date])
         current = read_table(spark, settings, tumbling_table(settings)).where(F.to_date("window_start").isin(wanted))
         watermark = latest_watermark(spark, settings, _gold_query(settings))
         repairs = window_repairs(expected, current, settings, watermark, datetime.now(UTC))
-        panes = expected.select(*KEY).unionByName(current.select(*KEY))
+        panes = expected.select(*window_key(settings)).unionByName(current.select(*window_key(settings)))
         changed = apply_repairs(spark, settings, repairs, dates, writer_id, run, silver_version, panes)
         figures = {"late_events": 0, "keys_recomputed": expected.count(), "keys_changed": changed}
     finally:

@@ -1,4 +1,7 @@
-"""Silver: parse and validate bronze lines, quarantine the invalid, deduplicate by event_id over history."""
+"""Silver: parse and validate bronze lines, quarantine the invalid, deduplicate by the pipeline's id over history.
+
+Inside the lakehouse a pipeline's id field travels as ``event_id`` and its event-time field as ``event_time``
+(:func:`canonical`); its tables keep the names its spec declares (:func:`declared`)."""
 
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -10,14 +13,31 @@ from pyspark.sql import functions as F
 
 from transforms.events import parse_events
 from transforms.seen_keys import SeenKeys, batch_keys
-from warehouse.catalog import SILVER_DUPLICATES, SILVER_EVENTS, SILVER_QUARANTINE
+from warehouse.catalog import SILVER_DUPLICATES, SILVER_EVENTS, SILVER_QUARANTINE, events_table
 from warehouse.delta import append_all_once, latest_version, materialized, read_table
+from warehouse.pipelines import PipelineSpec
 from warehouse.settings import Settings
 from warehouse.storage import open_delta
 
 #: Arrival order: an earlier bronze batch arrived earlier; within a batch, older files first, then the
 #: line order within a file (Kafka: partition offset order).
 ARRIVAL_ORDER = ("ingest_batch", "file_modified_at", "source_file", "source_line", "kafka_partition", "kafka_offset")
+
+
+def _roles(spec: PipelineSpec) -> dict[str, str]:
+    """Declared name → the name it travels under inside the lakehouse (id and event time only)."""
+    return {name: role for name, role in ((spec.id, "event_id"), (spec.time.field, "event_time")) if name != role}
+
+
+def canonical(frame: DataFrame, spec: PipelineSpec) -> DataFrame:
+    """The frame with the spec's id field named ``event_id`` and its event-time field ``event_time``."""
+    return frame.withColumnsRenamed({k: v for k, v in _roles(spec).items() if k in frame.columns})
+
+
+def declared(frame: DataFrame, spec: PipelineSpec) -> DataFrame:
+    """The frame with ``event_id`` and ``event_time`` named as the spec declares them again."""
+    back = {role: name for name, role in _roles(spec).items() if role in frame.columns}
+    return frame.withColumnsRenamed(back)
 
 
 def source_position() -> F.Column:
@@ -55,7 +75,7 @@ def history_of(
     :class:`~transforms.seen_keys.SeenKeys` already answered it; step two reads ids and payload hashes
     from only those partitions. A batch without repeats never takes step two.
     """
-    stored = read_table(spark, settings, SILVER_EVENTS)
+    stored = canonical(read_table(spark, settings, events_table(settings)), settings.spec)
     if days is not None:
         return _stored_ids(stored, batch, batch_id, [date(1970, 1, 1) + timedelta(days=day) for day in days])
     n_files, keyless = stored_files(settings)
@@ -102,7 +122,9 @@ def refined(
     the writer's index of stored keys, answers dedup's first step on the driver and learns the batch's."""
     spark = bronze.sparkSession
     valid = F.col("reason").isNull()
-    with materialized(parse_events(bronze, settings.streams.max_line_bytes, spec=settings.spec)) as parsed:
+    spec = settings.spec
+    lines = parse_events(bronze, settings.streams.max_line_bytes, spec=spec)
+    with materialized(canonical(lines, spec)) as parsed:
         keys = batch_keys(parsed.where(valid), event_key()) if seen and seen.current(spark, settings) else None
         days = seen.found(keys[0])[1] if keys is not None else None
         # Keys all distinct and none stored: every valid line is the first arrival of its id.
@@ -121,7 +143,8 @@ def refined(
                 "duplicates": n_duplicates,
                 "conflicting": n_conflicting,
             }
-            yield figures, _new_events(classified).select(*SILVER_EVENTS.column_names)
+            stored = declared(_new_events(classified), spec).select(*events_table(settings).column_names)
+            yield figures, canonical(stored, spec)
 
 
 def _classify(parsed: DataFrame, history: DataFrame | None, batch_id: int) -> DataFrame:
@@ -176,8 +199,9 @@ def _write_classified(
     if n_quarantined:
         writes.append((classified.where(~valid), SILVER_QUARANTINE, n_quarantined))
     if n_duplicates:
-        writes.append((classified.where("is_duplicate"), SILVER_DUPLICATES, n_duplicates))
+        duplicates = classified.where("is_duplicate").withColumn("event_id", F.col("event_id").cast("string"))
+        writes.append((duplicates, SILVER_DUPLICATES, n_duplicates))
     if n_new := rows_in - n_quarantined - n_duplicates:
-        writes.append((_new_events(classified), SILVER_EVENTS, n_new))
+        writes.append((declared(_new_events(classified), settings.spec), events_table(settings), n_new))
     append_all_once(writes, settings, writer_id, batch_id)
     return rows_in, n_quarantined, n_duplicates, n_conflicting

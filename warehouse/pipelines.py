@@ -291,6 +291,9 @@ def _check(spec: PipelineSpec) -> None:
         return f
 
     needs("id", spec.id, {"string", "integer"}, "the id")
+    for i, m in enumerate(spec.measures):
+        if m.field == spec.id:
+            fail(f"measures.{i}.field", "the id field is not a measure")
     needs("time.field", spec.time.field, {"timestamp"}, "the event-time field")
     if len(set(spec.keys)) != len(spec.keys):
         fail("keys", "a key field is named twice")
@@ -308,6 +311,17 @@ def _check(spec: PipelineSpec) -> None:
             fail(f"measures.{i}.name", f"{m.name!r} is taken (a key, another measure or a window column)")
     for name in reserved & set(declared):
         fail(f"fields.{name}", f"{name!r} is a column every pipeline's tables add: rename the field")
+    # Inside the lakehouse the id and the event time travel as event_id and event_time.
+    for name, role in (("event_id", spec.id), ("event_time", spec.time.field)):
+        if name in declared and role != name:
+            fail(f"fields.{name}", f"{name!r} may only name the {'id' if name == 'event_id' else 'event-time'} field")
+    for i, m in enumerate(spec.measures):
+        if "__" in m.name:
+            fail(f"measures.{i}.name", f"{m.name!r} has '__', which names the parts an average is kept by")
+    if spec.windows.firings is not None and spec.windows.firings.accumulation == "discarding":
+        for i, m in enumerate(spec.measures):
+            if m.fn not in {"sum", "count"}:
+                fail(f"measures.{i}", f"discarding firings emit differences, which a {m.fn} has not: use sum or count")
 
     w = spec.windows
     for where, duration in (

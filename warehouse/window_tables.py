@@ -222,8 +222,11 @@ def firings_table(settings: Settings) -> Table:
     """What the tumbling table emits, one row per firing; see transforms.gold.firings."""
     tumbling = tumbling_table(settings)
     shape = Shape.of(settings.spec)
+    exact = {m.name for m in shape.measures if m.fn in {"sum", "count"}} | {"event_count"}
     visible = [
-        Column(name, kind, "the firing's value (discarding: the change since the last firing)", nullable=False)
+        Column(
+            name, kind, "the firing's value (discarding: the change since the last firing)", nullable=name not in exact
+        )
         for name, kind in shape.visible
     ]
     return Table(

@@ -9,6 +9,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from warehouse.catalog import Table
+from warehouse.shapes import Shape
 
 #: The key, in a gold commit's userMetadata, of the silver version the gold table reflects.
 SILVER_VERSION_KEY = "silver_version"
@@ -19,17 +20,16 @@ def consumption_metadata(writer_id: str, batch_id: int, silver_version: int | No
     return {"writer": writer_id, "batch": batch_id, SILVER_VERSION_KEY: silver_version}
 
 
-def correction_rows(changes: DataFrame, gold: Table) -> DataFrame:
-    """gold.corrections rows from changes that carry keys, old/new values, revision, cause and gold_batch."""
+def correction_rows(changes: DataFrame, gold: Table, shape: Shape) -> DataFrame:
+    """gold.corrections rows from changes that carry keys, old/new values (``old_<measure>``, ``new_<measure>``
+    of every value a reader sees), revision, cause and gold_batch."""
+    values = [column for name, _ in shape.visible for column in (f"old_{name}", f"new_{name}")]
     return changes.select(
         F.lit(gold.name).alias("table_name"),
-        "user_id",
+        *shape.key_names,
         "window_start",
         "window_end",
-        "old_total_amount",
-        "new_total_amount",
-        "old_event_count",
-        "new_event_count",
+        *values,
         "old_is_final",
         "new_is_final",
         "revision",

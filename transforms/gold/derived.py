@@ -20,18 +20,18 @@ from datetime import UTC, datetime
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.types import StructField, StructType, TimestampType
 
 from transforms.gold.propagate import GoldChange, propagate
 from transforms.gold.tumbling import assign_windows
 from transforms.gold.watermarks import utc
 from transforms.latency import arrival_figures, arrival_quantiles
-from warehouse.catalog import OPS_WATERMARKS, SILVER_EVENTS
+from transforms.silver import canonical
+from warehouse.catalog import OPS_WATERMARKS, events_table
 from warehouse.delta import materialized, read_table
 from warehouse.reads import read_where
 from warehouse.settings import Settings
-
-#: What this stream takes from silver for a batch of window batches.
-_EVENT_COLUMNS = ("event_id", "user_id", "event_time", "amount", "arrived_at")
+from warehouse.shapes import Shape
 
 #: Per derived writer, the last batch this process applied and the furthest watermark it had applied by
 #: then: the next batch's ``before`` without reading all of ops.watermarks again.
@@ -64,13 +64,14 @@ def derive_windows(
         before = _applied_before(spark, settings, windows_query, first_recorded)
     ranges = [(row.silver_batch_from, row.silver_batch_to) for row in rows if row.silver_batch_from is not None]
     events = _events_of(spark, settings, ranges)
+    keys = Shape.of(settings.spec).key_names
     with materialized(events) as events:
         rows_in, quantiles, earliest = events.agg(F.count("*"), *arrival_quantiles()).first()
         change = GoldChange(
             before, after, datetime.now(UTC), writer_id, batch_id,
             "stream_update" if rows_in else "window_closed",
             gold_batch=max(row.batch_id for row in rows),
-            panes=events.select("user_id", "window_start").distinct() if rows_in else _no_panes(spark),
+            panes=events.select(*keys, "window_start").distinct() if rows_in else _no_panes(spark, settings),
             closes_from=before, events=events if rows_in else None, event_count=rows_in,
         )  # fmt: skip
         derived = propagate(spark, settings, change)
@@ -96,20 +97,30 @@ def _applied_before(spark: SparkSession, settings: Settings, windows_query: str,
     return utc(earlier.agg(F.max("watermark")).first()[0])
 
 
+def _event_columns(settings: Settings) -> list[str]:
+    """What this stream takes from silver for a batch of window batches (the spec's names)."""
+    spec = settings.spec
+    shape = Shape.of(spec)
+    return list(dict.fromkeys([spec.id, *shape.key_names, spec.time.field, *shape.source_fields, "arrived_at"]))
+
+
 def _events_of(spark: SparkSession, settings: Settings, ranges: list[tuple[int, int]]) -> DataFrame:
     """The silver events of the given silver batch ranges, with their tumbling window."""
+    table, columns = events_table(settings), _event_columns(settings)
     if not ranges:
-        empty = spark.createDataFrame([], SILVER_EVENTS.schema).select(*_EVENT_COLUMNS)
-        return assign_windows(empty, settings)
+        empty = spark.createDataFrame([], table.schema).select(*columns)
+        return assign_windows(canonical(empty, settings.spec), settings)
     low, high = min(lo for lo, _ in ranges), max(hi for _, hi in ranges)
     inside = F.lit(False)
     for lo, hi in ranges:
         inside = inside | F.col("silver_batch").between(lo, hi)
     # The overall bounds let Delta skip every file of other silver batches by its statistics.
     bounds = [("silver_batch", ">=", low), ("silver_batch", "<=", high)]
-    silver = read_where(spark, settings, SILVER_EVENTS, bounds, columns=("silver_batch", *_EVENT_COLUMNS))
-    return assign_windows(silver.where(inside).select(*_EVENT_COLUMNS), settings)
+    silver = read_where(spark, settings, table, bounds, columns=("silver_batch", *columns))
+    return assign_windows(canonical(silver.where(inside).select(*columns), settings.spec), settings)
 
 
-def _no_panes(spark: SparkSession) -> DataFrame:
-    return spark.createDataFrame([], "user_id string, window_start timestamp")
+def _no_panes(spark: SparkSession, settings: Settings) -> DataFrame:
+    shape = Shape.of(settings.spec)
+    fields = [StructField(name, kind) for name, kind in shape.keys] + [StructField("window_start", TimestampType())]
+    return spark.createDataFrame([], StructType(fields))

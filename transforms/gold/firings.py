@@ -24,9 +24,10 @@ from datetime import datetime
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from warehouse.catalog import MONEY, tumbling_table
+from warehouse.catalog import tumbling_table
 from warehouse.delta import as_of
 from warehouse.settings import Settings
+from warehouse.shapes import Shape
 
 #: The cause of an on-time firing of a window that did not change (the watermark passed its end).
 WATERMARK_PASSED = "watermark_passed"
@@ -53,20 +54,20 @@ def passed_windows(
     rows = rows.where(F.col("window_end") <= F.lit(after))
     if before is not None:
         rows = rows.where(F.col("window_end") > F.lit(before))
-    rows = rows.join(changed.select("user_id", "window_start"), ["user_id", "window_start"], "left_anti")
+    key = [*Shape.of(settings.spec).key_names, "window_start"]
+    rows = rows.join(changed.select(*key), key, "left_anti")
     return _as_unchanged(rows, settings, now, gold_batch)
 
 
 def _as_unchanged(rows: DataFrame, settings: Settings, now: datetime, gold_batch: int | None) -> DataFrame:
+    shape = Shape.of(settings.spec)
+    values = [F.col(name).alias(f"{side}_{name}") for name, _ in shape.visible for side in ("old", "new")]
     return rows.select(
         F.lit(tumbling_table(settings).name).alias("table_name"),
-        "user_id",
+        *shape.key_names,
         "window_start",
         "window_end",
-        F.col("total_amount").alias("old_total_amount"),
-        F.col("total_amount").alias("new_total_amount"),
-        F.col("event_count").alias("old_event_count"),
-        F.col("event_count").alias("new_event_count"),
+        *values,
         F.col("is_final").alias("old_is_final"),
         F.col("is_final").alias("new_is_final"),
         "revision",
@@ -104,18 +105,21 @@ def firing_rows(changes: DataFrame, settings: Settings, before: datetime | None,
         emitted_before = F.col("existed") & passed_before
     else:
         emitted_before = F.col("existed")
-    zero = F.lit(0).cast(MONEY)
+    shape = Shape.of(settings.spec)
+    # What the window emitted last: nothing (a zero) when it had not fired yet.
     fired = fired.withColumns(
         {
             "emitted_before": emitted_before,
-            "last_amount": F.when(emitted_before, F.col("old_total_amount")).otherwise(zero),
-            "last_count": F.when(emitted_before, F.col("old_event_count")).otherwise(F.lit(0).cast("long")),
+            **{
+                f"last_{name}": F.when(emitted_before, F.col(f"old_{name}")).otherwise(F.lit(0).cast(kind))
+                for name, kind in shape.visible
+            },
         }
     )
 
-    def rows(frame: DataFrame, amount: F.Column, count: F.Column, retraction: bool) -> DataFrame:
+    def rows(frame: DataFrame, values: dict[str, F.Column], retraction: bool) -> DataFrame:
         return frame.select(
-            "user_id",
+            *shape.key_names,
             "window_start",
             "window_end",
             "firing",
@@ -123,18 +127,17 @@ def firing_rows(changes: DataFrame, settings: Settings, before: datetime | None,
             F.col("new_is_final").alias("is_final"),
             F.lit(retraction).alias("is_retraction"),
             F.lit(settings.windows.accumulation).alias("accumulation"),
-            amount.cast(MONEY).alias("total_amount"),
-            count.cast("long").alias("event_count"),
+            *(values[name].cast(kind).alias(name) for name, kind in shape.visible),
             "cause",
             F.col("corrected_at").alias("fired_at"),
             "gold_batch",
         )
 
-    new_amount, new_count = F.col("new_total_amount"), F.col("new_event_count")
+    new = {name: F.col(f"new_{name}") for name, _ in shape.visible}
+    last = {name: F.col(f"last_{name}") for name, _ in shape.visible}
     if settings.windows.accumulation == "discarding":
-        return rows(fired, new_amount - F.col("last_amount"), new_count - F.col("last_count"), False)
-    emitted = rows(fired, new_amount, new_count, False)
+        return rows(fired, {name: new[name] - last[name] for name in new}, False)
+    emitted = rows(fired, new, False)
     if settings.windows.accumulation == "retracting":
-        retracted = rows(fired.where("emitted_before"), F.col("last_amount"), F.col("last_count"), True)
-        return retracted.unionByName(emitted)
+        return rows(fired.where("emitted_before"), last, True).unionByName(emitted)
     return emitted

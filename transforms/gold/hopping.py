@@ -17,7 +17,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from transforms.gold.corrections import correction_rows
-from warehouse.catalog import GOLD_CORRECTIONS, MONEY, hopping_table, tumbling_table
+from transforms.gold.measures import coalesced, merge_values, rolled_up_parts, value_names, visible_differ, with_values
+from warehouse.catalog import corrections_log, hopping_table, tumbling_table
 from warehouse.delta import (
     MergeSpec,
     already_written,
@@ -28,21 +29,21 @@ from warehouse.delta import (
 )
 from warehouse.reads import Condition, read_where
 from warehouse.settings import Settings
-
-KEY = ["user_id", "window_start"]
+from warehouse.shapes import Shape
 
 
 def covering_windows(panes: DataFrame, settings: Settings) -> DataFrame:
-    """(user_id, window_start, window_end) of every hopping window that covers one of ``panes``
-    (tumbling windows given by user_id and window_start)."""
+    """(keys…, window_start, window_end) of every hopping window that covers one of ``panes`` (tumbling
+    windows given by their keys and window_start)."""
+    keys = Shape.of(settings.spec).key_names
     size, slide = settings.windows.hopping_size_minutes * 60, settings.windows.hopping_slide_minutes * 60
     pane = settings.windows.minutes * 60
     at = F.unix_seconds("window_start")
     first = F.ceil((at + pane - size) / slide) * slide
     last = F.floor(at / slide) * slide
-    starts = panes.select("user_id", F.explode(F.sequence(first, last, F.lit(slide).cast("long"))).alias("start"))
+    starts = panes.select(*keys, F.explode(F.sequence(first, last, F.lit(slide).cast("long"))).alias("start"))
     return starts.select(
-        "user_id",
+        *keys,
         F.timestamp_seconds("start").alias("window_start"),
         F.timestamp_seconds(F.col("start") + size).alias("window_end"),
     ).distinct()
@@ -81,57 +82,55 @@ def roll_up(
     hopping = hopping_table(settings)
     if already_written(settings, hopping, app_id, batch_id):
         return 0
+    shape = Shape.of(settings.spec)
+    keys = shape.key_names
+    key = [*keys, "window_start"]
     lateness = F.expr(f"INTERVAL {settings.windows.allowed_lateness_seconds} SECONDS")
     wanted = covering_windows(panes, settings)
     if watermark is not None:
         closing = closing_windows(spark, settings, watermark, open_after)
-        wanted = wanted.unionByName(closing.select("user_id", "window_start", "window_end")).distinct()
+        wanted = wanted.unionByName(closing.select(*key, "window_end")).distinct()
     with materialized(wanted) as wanted:
         since, n_wanted = wanted.agg(F.min("window_start"), F.count("*")).first()
         if since is None:
             return 0
         since_then = [("window_start", ">=", since)]
-        pane_columns = ("user_id", "window_start", "total_amount", "event_count")
+        pane_columns = (*key, *(part.column for part in shape.parts))
         panes_now = read_where(spark, settings, tumbling_table(settings), since_then, columns=pane_columns)
         tumbling = panes_now.withColumnRenamed("window_start", "pane_start")
         sums = (
-            wanted.join(tumbling, "user_id")
+            wanted.join(tumbling, keys)
             .where((F.col("pane_start") >= F.col("window_start")) & (F.col("pane_start") < F.col("window_end")))
-            .groupBy(*KEY)
-            .agg(F.sum("total_amount").cast(MONEY).alias("new_total_amount"), F.sum("event_count").alias("new_count"))
+            .groupBy(*key)
+            .agg(*rolled_up_parts(shape, "", "sum_"))
+            .select(*key, *with_values(shape, "sum_", "new_"))
         )
         final = (F.col("window_end") + lateness <= F.lit(watermark)) if watermark is not None else F.lit(False)
         old = (
             read_where(spark, settings, hopping, since_then)
-            .join(wanted.select(*KEY), KEY, "left_semi")
+            .join(wanted.select(*key), key, "left_semi")
             .select(
-                *KEY,
-                F.col("total_amount").alias("old_total_amount"),
-                F.col("event_count").alias("old_event_count"),
+                *key,
+                *(F.col(name).alias(f"old_{name}") for name in value_names(shape)),
                 F.col("revision").alias("old_revision"),
                 F.col("is_final").alias("old_is_final"),
             )
         )
-        zero = F.lit(0).cast(MONEY)
         changes = (
-            wanted.join(sums, KEY, "left")
-            .join(old, KEY, "left")
+            wanted.join(sums, key, "left")
+            .join(old, key, "left")
             .select(
-                *KEY,
+                *key,
                 "window_end",
-                F.coalesce("old_total_amount", zero).alias("old_total_amount"),
-                F.coalesce("new_total_amount", zero).alias("new_total_amount"),
-                F.coalesce("old_event_count", F.lit(0).cast("long")).alias("old_event_count"),
-                F.coalesce("new_count", F.lit(0).cast("long")).alias("new_event_count"),
+                *coalesced(shape, "old_"),
+                *coalesced(shape, "new_"),
                 F.coalesce("old_is_final", F.lit(False)).alias("old_is_final"),
                 (F.coalesce("old_is_final", F.lit(False)) | final).alias("new_is_final"),
                 (F.coalesce("old_revision", F.lit(0)) + 1).cast("int").alias("revision"),
                 F.col("old_revision").isNotNull().alias("existed"),
             )
         )
-        values_differ = (F.col("old_total_amount") != F.col("new_total_amount")) | (
-            F.col("old_event_count") != F.col("new_event_count")
-        )
+        values_differ = visible_differ(shape, "old_", "new_")
         changes = changes.where(
             (F.col("existed") | (F.col("new_event_count") > 0))
             & (values_differ | (F.col("old_is_final") != F.col("new_is_final")) | ~F.col("existed"))
@@ -148,31 +147,29 @@ def roll_up(
             if not changed:
                 return 0
 
-            logged = correction_rows(changes.where("existed"), hopping)
-            append_once(logged, settings, GOLD_CORRECTIONS, app_id, batch_id)
+            logged = correction_rows(changes.where("existed"), hopping, shape)
+            append_once(logged, settings, corrections_log(settings), app_id, batch_id)
             metadata = {"writer": app_id, "batch": batch_id}
-            merge_changes_once(changes, hopping.path(settings), app_id, batch_id, _spec(since), metadata, collected)
+            merge = _spec(shape, since)
+            merge_changes_once(changes, hopping.path(settings), app_id, batch_id, merge, metadata, collected)
     return changed
 
 
-def _spec(since: datetime) -> MergeSpec:
+def _spec(shape: Shape, since: datetime) -> MergeSpec:
     # Values, not increments: they were recomputed from the panes under the gold lock.
+    on = " AND ".join(f"t.{k} = s.{k}" for k in [*shape.key_names, "window_start"])
     return MergeSpec(
-        f"t.user_id = s.user_id AND t.window_start = s.window_start AND t.window_start >= TIMESTAMP '{since}'",
+        f"{on} AND t.window_start >= TIMESTAMP '{since}'",
         delete_when="s.new_event_count = 0",
         update={
-            "total_amount": "s.new_total_amount",
-            "event_count": "s.new_event_count",
+            **merge_values(shape, "new_"),
             "revision": "t.revision + 1",
             "is_final": "s.new_is_final",
             "updated_at": "s.updated_at",
         },
         insert={
-            "user_id": "s.user_id",
-            "window_start": "s.window_start",
-            "window_end": "s.window_end",
-            "total_amount": "s.new_total_amount",
-            "event_count": "s.new_event_count",
+            **{k: f"s.{k}" for k in [*shape.key_names, "window_start", "window_end"]},
+            **merge_values(shape, "new_"),
             "revision": "1",
             "is_final": "s.new_is_final",
             "updated_at": "s.updated_at",

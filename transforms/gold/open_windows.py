@@ -23,9 +23,11 @@ import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from transforms.gold.measures import value_names
 from warehouse.catalog import tumbling_table
 from warehouse.delta import as_of, latest_version
 from warehouse.settings import Settings
+from warehouse.shapes import Shape
 
 #: Beyond this many open windows the rows are not kept (about 100 bytes each) and a batch reads gold.
 MAX_OPEN_WINDOWS = 1_000_000
@@ -35,7 +37,7 @@ _TIME = pa.timestamp("us", tz="UTC")
 
 @dataclass
 class OpenWindows:
-    """The rows of ``gold.user_spend_<n>m`` starting at or after ``since`` (None: every row) as of Delta
+    """The rows of the tumbling table starting at or after ``since`` (None: every row) as of Delta
     ``version``; ``rows`` None when not loaded, or (``version`` set) too many to keep."""
 
     version: int | None = None
@@ -77,12 +79,10 @@ class OpenWindows:
             self.forget()
             return
         if merged is not None and self.rows is not None:
+            shape = Shape.of(settings.spec)
             columns = {
-                "user_id": "user_id",
-                "window_start": "window_start",
-                "window_end": "window_end",
-                "total_amount": "new_total_amount",
-                "event_count": "new_event_count",
+                **{k: k for k in [*shape.key_names, "window_start", "window_end"]},
+                **{name: f"new_{name}" for name in value_names(shape)},
                 "revision": "revision",
                 "is_final": "new_is_final",
                 "updated_at": "updated_at",
@@ -91,7 +91,7 @@ class OpenWindows:
                 merged = merged.select(*columns.values()).toArrow()
             schema = pa.schema([column.with_nullable(True) for column in self.rows.schema])
             new = merged.select(list(columns.values())).rename_columns(list(columns)).cast(schema)
-            keys = ["user_id", "window_start"]
+            keys = [*shape.key_names, "window_start"]
             kept = self.rows.join(new.select(keys), keys, join_type="left anti")
             self.rows = pa.concat_tables([kept.select(schema.names).cast(schema), new])
         self.version = expected

@@ -26,12 +26,11 @@ from transforms.gold.firings import firing_rows, passed_windows
 from transforms.gold.global_windows import update_global_windows
 from transforms.gold.hopping import closing_windows, roll_up
 from transforms.gold.sessions import closing_sessions, update_sessions
-from warehouse.catalog import Table, firings_table
+from transforms.silver import canonical
+from warehouse.catalog import Table, firings_table, late_table
 from warehouse.delta import sub_scope
 from warehouse.settings import Settings
-
-#: The columns an empty batch of events has for the session step.
-_NO_EVENTS = "user_id string, window_start timestamp, window_end timestamp, event_time timestamp, amount decimal(18,2)"
+from warehouse.shapes import Shape
 
 
 @dataclass(frozen=True)
@@ -132,10 +131,24 @@ def propagate(spark: SparkSession, settings: Settings, change: GoldChange) -> De
                 change.event_count,
             )  # fmt: skip
     if settings.keeps("sessions") and (change.events is not None or change.after != change.before):
-        events = change.events if change.events is not None else spark.createDataFrame([], _NO_EVENTS)
+        events = change.events if change.events is not None else no_events(spark, settings)
         with sub_scope(f"{change.app_id}:sessions", change.version):
             sessions = update_sessions(
                 spark, settings, events, change.before, change.after, change.now, f"{change.app_id}:sessions",
                 change.version, change.gold_batch,
             )  # fmt: skip
     return Derived(hops, sessions, global_fired)
+
+
+def event_columns(shape: Shape) -> list[str]:
+    """What the windows read of an event: its id, keys, time and measured fields (each once)."""
+    return list(dict.fromkeys(["event_id", *shape.key_names, "event_time", *shape.source_fields]))
+
+
+def no_events(spark: SparkSession, settings: Settings) -> DataFrame:
+    """An empty batch of windowed events (the columns :func:`event_columns` reads, and the window)."""
+    table = late_table(settings)
+    shape = Shape.of(settings.spec)
+    columns = ["event_id", *shape.key_names, "event_time", *shape.source_fields, "window_start", "window_end"]
+    frame = spark.createDataFrame([], table.schema)
+    return canonical(frame, settings.spec).select(*dict.fromkeys(columns))

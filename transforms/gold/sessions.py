@@ -1,4 +1,4 @@
-"""Session windows: per user, events at most the gap apart in event time form one session.
+"""Session windows: per key, events at most the gap apart in event time form one session.
 
 A session runs ``[first event, last event + gap)``. An event at most one gap after the session's last
 event or before its first joins it (Spark's ``session_window`` rule: two events exactly one gap apart
@@ -24,12 +24,21 @@ from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from transforms.gold.corrections import correction_rows
-from warehouse.catalog import GOLD_CORRECTIONS, MONEY, sessions_table
+from transforms.gold.measures import (
+    coalesced,
+    merge_values,
+    one_event_parts,
+    rolled_up_parts,
+    typed_zeros,
+    value_names,
+    visible_differ,
+    with_values,
+)
+from warehouse.catalog import corrections_log, sessions_table
 from warehouse.delta import MergeSpec, already_written, append_once, materialized, merge_changes_once
 from warehouse.reads import Condition, read_where
 from warehouse.settings import Settings
-
-KEY = ["user_id", "session_start"]
+from warehouse.shapes import Shape
 
 
 def _micros(seconds: float) -> F.Column:
@@ -59,14 +68,16 @@ def update_sessions(
     batch_id: int,
     gold_batch: int | None = None,
 ) -> int:
-    """Fold ``events`` (user_id, event_time, amount) into gold.user_sessions and finalize the sessions the
-    watermark's move from ``before`` to ``after`` closes; log every change of a stored row in
+    """Fold ``events`` (keys, event_time, measured fields) into the sessions table and finalize the sessions
+    the watermark's move from ``before`` to ``after`` closes; log every change of a stored row in
     gold.corrections. Exactly once per (app_id, batch_id); returns the number of session rows changed."""
     table = sessions_table(settings)
     if already_written(settings, table, app_id, batch_id):
         return 0
+    shape = Shape.of(settings.spec)
+    keys = shape.key_names
     gap = _micros(settings.windows.session_gap_minutes * 60)
-    bounds = events.groupBy("user_id").agg(F.min("event_time").alias("lo"), F.max("event_time").alias("hi"))
+    bounds = events.groupBy(*keys).agg(F.min("event_time").alias("lo"), F.max("event_time").alias("hi"))
     with materialized(bounds) as bounds:
         lo, hi = bounds.agg(F.min("lo"), F.max("hi")).first()
         closes = after is not None and after != before
@@ -79,7 +90,7 @@ def update_sessions(
                 spark, settings, table, [("session_end", ">=", lo), ("session_start", "<=", hi + session_gap(settings))]
             )
             candidates.append(
-                near.join(F.broadcast(bounds), "user_id")
+                near.join(F.broadcast(bounds), keys)
                 .where((F.col("session_end") >= F.col("lo")) & (F.col("session_start") <= F.col("hi") + gap))
                 .drop("lo", "hi")
             )
@@ -97,9 +108,9 @@ def update_sessions(
             logged = changes.where(F.col("old_revision").isNotNull()).withColumnsRenamed(
                 {"session_start": "window_start", "session_end": "window_end"}
             )
-            append_once(correction_rows(logged, table), settings, GOLD_CORRECTIONS, app_id, batch_id)
+            append_once(correction_rows(logged, table, shape), settings, corrections_log(settings), app_id, batch_id)
             merge_changes_once(
-                changes, table.path(settings), app_id, batch_id, _SPEC, {"writer": app_id, "batch": batch_id}
+                changes, table.path(settings), app_id, batch_id, _spec(shape), {"writer": app_id, "batch": batch_id}
             )
     return changed
 
@@ -114,73 +125,72 @@ def _changes(
 ) -> DataFrame:
     """One row per session row to write: upserts (new values, old ones when the key existed) and
     deletions (``new_event_count = 0``) of sessions merged into an earlier one."""
+    shape = Shape.of(settings.spec)
+    keys = shape.key_names
+    key = [*keys, "session_start"]
     gap = _micros(settings.windows.session_gap_minutes * 60)
     lateness = _micros(settings.windows.allowed_lateness_seconds)
     intervals = events.select(
-        "user_id",
+        *keys,
         F.col("event_time").alias("start"),
         (F.col("event_time") + gap).alias("end"),
         F.col("event_time").alias("last"),
-        F.lit(1).cast("long").alias("n"),
-        F.col("amount").cast(MONEY).alias("amount"),
+        *one_event_parts(shape, "p_"),
         F.lit(None).cast("timestamp").alias("old_start"),
     ).unionByName(
         existing.select(
-            "user_id",
+            *keys,
             F.col("session_start").alias("start"),
             F.col("session_end").alias("end"),
             F.col("last_event_time").alias("last"),
-            F.col("event_count").alias("n"),
-            F.col("total_amount").alias("amount"),
+            *(F.col(p.column).alias(f"p_{p.column}") for p in shape.parts),
             F.col("session_start").alias("old_start"),
         )
     )
     # Gaps and islands: an interval starts a new session when it begins after every earlier end.
-    ordered = Window.partitionBy("user_id").orderBy("start", "end")
+    ordered = Window.partitionBy(*keys).orderBy("start", "end")
     reach = F.max("end").over(ordered.rowsBetween(Window.unboundedPreceding, -1))
     opens = F.when(reach.isNull() | (F.col("start") > reach), 1).otherwise(0)
     labelled = intervals.withColumn("session", F.sum(opens).over(ordered.rowsBetween(Window.unboundedPreceding, 0)))
-    merged = labelled.groupBy("user_id", "session").agg(
-        F.min("start").alias("session_start"),
-        F.max("end").alias("session_end"),
-        F.max("last").alias("last_event_time"),
-        F.sum("n").alias("new_event_count"),
-        F.sum("amount").cast(MONEY).alias("new_total_amount"),
+    merged = (
+        labelled.groupBy(*keys, "session")
+        .agg(
+            F.min("start").alias("session_start"),
+            F.max("end").alias("session_end"),
+            F.max("last").alias("last_event_time"),
+            *rolled_up_parts(shape, "p_", "p_"),
+        )
+        .select(*keys, "session", "session_start", "session_end", "last_event_time", *with_values(shape, "p_", "new_"))
     )
     stored = existing.select(
-        "user_id",
+        *keys,
         F.col("session_start").alias("old_start"),
         F.col("session_end").alias("old_end"),
-        F.col("total_amount").alias("old_total_amount"),
-        F.col("event_count").alias("old_event_count"),
+        *(F.col(name).alias(f"old_{name}") for name in value_names(shape)),
         F.col("revision").alias("old_revision"),
         F.col("is_final").alias("old_is_final"),
     )
     # Which merged session each stored one went into.
     olds = (
         labelled.where(F.col("old_start").isNotNull())
-        .select("user_id", "session", "old_start")
-        .join(stored, ["user_id", "old_start"])
+        .select(*keys, "session", "old_start")
+        .join(stored, [*keys, "old_start"])
     )
     final = (F.col("session_end") + lateness <= F.lit(after)) if after is not None else F.lit(False)
-    zero = F.lit(0).cast(MONEY)
-    upserts = merged.join(olds.drop("session").withColumnRenamed("old_start", "session_start"), KEY, "left").withColumn(
+    upserts = merged.join(olds.drop("session").withColumnRenamed("old_start", "session_start"), key, "left").withColumn(
         "new_is_final", final
     )
     values_differ = (
         F.col("old_revision").isNull()
         | (F.col("old_end") != F.col("session_end"))
-        | (F.col("old_total_amount") != F.col("new_total_amount"))
-        | (F.col("old_event_count") != F.col("new_event_count"))
+        | visible_differ(shape, "old_", "new_")
     )
     upserts = upserts.where(values_differ | (F.col("old_is_final") != F.col("new_is_final"))).select(
-        *KEY,
+        *key,
         "session_end",
         "last_event_time",
-        F.coalesce("old_total_amount", zero).alias("old_total_amount"),
-        "new_total_amount",
-        F.coalesce("old_event_count", F.lit(0).cast("long")).alias("old_event_count"),
-        "new_event_count",
+        *coalesced(shape, "old_"),
+        *(f"new_{name}" for name in value_names(shape)),
         F.coalesce("old_is_final", F.lit(False)).alias("old_is_final"),
         "new_is_final",
         "old_revision",
@@ -189,17 +199,15 @@ def _changes(
         .otherwise("stream_update")
         .alias("cause"),
     )
-    survivors = merged.select("user_id", "session", F.col("session_start").alias("into"), "session_end")
-    retracted = olds.join(survivors, ["user_id", "session"]).where(F.col("old_start") != F.col("into"))
+    survivors = merged.select(*keys, "session", F.col("session_start").alias("into"), "session_end")
+    retracted = olds.join(survivors, [*keys, "session"]).where(F.col("old_start") != F.col("into"))
     deletions = retracted.select(
-        "user_id",
+        *keys,
         F.col("old_start").alias("session_start"),
         F.col("old_end").alias("session_end"),
         F.lit(None).cast("timestamp").alias("last_event_time"),
-        "old_total_amount",
-        zero.alias("new_total_amount"),
-        "old_event_count",
-        F.lit(0).cast("long").alias("new_event_count"),
+        *(f"old_{name}" for name in value_names(shape)),
+        *typed_zeros(shape, "new_"),
         "old_is_final",
         F.col("old_is_final").alias("new_is_final"),
         "old_revision",
@@ -213,32 +221,24 @@ def _changes(
     )
 
 
-#: Values, not increments: they were computed from the stored sessions under the gold lock.
-_SPEC = MergeSpec(
-    "t.user_id = s.user_id AND t.session_start = s.session_start",
-    delete_when="s.new_event_count = 0",
-    update={
+def _spec(shape: Shape) -> MergeSpec:
+    """Values, not increments: they were computed from the stored sessions under the gold lock."""
+    keys = [*shape.key_names, "session_start"]
+    common = {
         "session_end": "s.session_end",
         "last_event_time": "s.last_event_time",
-        "total_amount": "s.new_total_amount",
-        "event_count": "s.new_event_count",
+        **merge_values(shape, "new_"),
         "revision": "s.revision",
         "is_final": "s.new_is_final",
         "updated_at": "s.updated_at",
-    },
-    insert_when="s.new_event_count > 0",
-    insert={
-        "user_id": "s.user_id",
-        "session_start": "s.session_start",
-        "session_end": "s.session_end",
-        "last_event_time": "s.last_event_time",
-        "total_amount": "s.new_total_amount",
-        "event_count": "s.new_event_count",
-        "revision": "s.revision",
-        "is_final": "s.new_is_final",
-        "updated_at": "s.updated_at",
-    },
-)
+    }
+    return MergeSpec(
+        " AND ".join(f"t.{k} = s.{k}" for k in keys),
+        delete_when="s.new_event_count = 0",
+        update=common,
+        insert_when="s.new_event_count > 0",
+        insert={**{k: f"s.{k}" for k in keys}, **common},
+    )
 
 
 def session_gap(settings: Settings) -> timedelta:

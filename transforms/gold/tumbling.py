@@ -1,4 +1,4 @@
-"""Gold: per-user tumbling event-time windows, revised as events arrive, closed by the watermark.
+"""Gold: per-key tumbling event-time windows, revised as events arrive, closed by the watermark.
 
 One micro-batch of new silver events goes through the seeds' steps:
 ``assign_windows`` → ``split_late`` (against the watermark as it stood before the batch) →
@@ -16,8 +16,18 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from transforms.gold.corrections import consumption_metadata, correction_rows
+from transforms.gold.measures import (
+    combined_parts,
+    event_parts,
+    merge_increments,
+    merge_values,
+    rolled_up_parts,
+    value_names,
+    with_values,
+    zero_parts,
+)
 from transforms.gold.open_windows import OpenWindows
-from transforms.gold.propagate import GoldChange, closures_pending, firings, passed
+from transforms.gold.propagate import GoldChange, closures_pending, event_columns, firings, no_events, passed
 from transforms.gold.watermarks import (
     RECORDED,
     Watermark,
@@ -30,7 +40,8 @@ from transforms.gold.watermarks import (
     watermark_delay,
 )
 from transforms.latency import arrival_figures, arrival_quantiles
-from warehouse.catalog import GOLD_CORRECTIONS, MONEY, OPS_WATERMARKS, SILVER_LATE_EVENTS, Table, tumbling_table
+from transforms.silver import declared
+from warehouse.catalog import OPS_WATERMARKS, Table, corrections_log, late_table, tumbling_table
 from warehouse.delta import (
     MergeSpec,
     already_written,
@@ -47,6 +58,7 @@ from warehouse.delta import (
     side_by_side,
 )
 from warehouse.settings import Settings
+from warehouse.shapes import Shape
 
 
 def assign_windows(events: DataFrame, settings: Settings) -> DataFrame:
@@ -104,11 +116,10 @@ def update_windows(
     """
     spark = events.sparkSession
     gold = tumbling_table(settings)
+    shape = Shape.of(settings.spec)
     before = watermark_before(spark, settings, query_name, batch_id, writer_id)
     carried = [name for name in ("silver_batch", "arrived_at") if name in events.columns]
-    windowed = assign_windows(
-        events.select("event_id", "user_id", "event_time", "amount", "ingest_time", *carried), settings
-    )
+    windowed = assign_windows(events.select(*event_columns(shape), "ingest_time", *carried), settings)
     windowed.persist()
     try:
         on_time, late = split_late(windowed, settings, before)
@@ -133,10 +144,7 @@ def update_windows(
         now = datetime.now(UTC)
 
         late_rows = late.select(
-            "event_id",
-            "user_id",
-            "event_time",
-            "amount",
+            *event_columns(shape),
             "window_start",
             "window_end",
             F.lit(before.watermark).cast("timestamp").alias("watermark"),
@@ -146,6 +154,7 @@ def update_windows(
             "ingest_time",
             F.lit(batch_id).cast("long").alias("gold_batch"),
         )
+        late_rows = declared(late_rows, settings.spec)
         recorded_mark = mark_row(
             query_name,
             writer_id,
@@ -184,14 +193,14 @@ def update_windows(
             # batch's ops.watermarks row (``transforms.gold.derived``); only the firings go with the change.
             change = GoldChange(
                 before.watermark, after.watermark, now, writer_id, batch_id, "stream_update",
-                changed=correction_rows(changes, gold), gold_batch=batch_id, include_passed=True,
+                changed=correction_rows(changes, gold, shape), gold_batch=batch_id, include_passed=True,
                 gold_version=read_at, gold_rows=stored,
             )  # fmt: skip
             writes = []
             if n_late:
-                writes.append((late_rows, SILVER_LATE_EVENTS, n_late))
+                writes.append((late_rows, late_table(settings), n_late))
             if n_changed:
-                writes.append((_corrections(changes, gold), GOLD_CORRECTIONS, n_revised))
+                writes.append((_corrections(changes, gold, shape), corrections_log(settings), n_revised))
                 writes.extend((df, table, None) for df, table in firings(spark, settings, change))
             appends = [partial(append_once, df, settings, table, writer_id, batch_id, n) for df, table, n in writes]
             merge = _gold_merge(
@@ -249,13 +258,12 @@ def advance_idle(
     left = Watermark(utc(last["max_event_time"]), utc(last["watermark"]))
     prior = watermark_before(spark, settings, query_name, batch_id + 1, writer_id)
     gold = tumbling_table(settings)
+    shape = Shape.of(settings.spec)
     app_id = f"{writer_id}:idle"
     # A recorded idle watermark whose windows are still open (a crash before its MERGE) is finished first.
     candidates = [current] if current > left.watermark else []
     candidates.append(max(current, idle_watermark(settings, left.watermark, utc(last["recorded_at"]), now)))
-    empty = spark.createDataFrame(
-        [], "user_id string, window_start timestamp, window_end timestamp, event_time timestamp, amount decimal(18,2)"
-    )
+    empty = no_events(spark, settings)
     for target in candidates:
         after = replace(prior, watermark=target)
         version = int(target.timestamp() * 1_000_000)
@@ -266,8 +274,9 @@ def advance_idle(
             earlier = marks.where(F.col("watermark") < F.lit(target)).agg(F.max("watermark")).first()[0]
             fired_up_to = max(left.watermark, utc(earlier)) if earlier is not None else left.watermark
             change = GoldChange(
-                left.watermark, target, now, app_id, version, "window_closed", changed=correction_rows(changes, gold),
-                panes=changes.select("user_id", "window_start"), closes_from=left.watermark, include_passed=True,
+                left.watermark, target, now, app_id, version, "window_closed",
+                changed=correction_rows(changes, gold, shape), panes=changes.select(*shape.key_names, "window_start"),
+                closes_from=left.watermark, include_passed=True,
                 fired_since=fired_up_to,
             )  # fmt: skip
             n_passed = passed(spark, settings, change).count() if settings.keeps("firings") else 0
@@ -276,7 +285,7 @@ def advance_idle(
                 continue
             writes = []
             if closed:
-                writes.append((_corrections(changes, gold), GOLD_CORRECTIONS))
+                writes.append((_corrections(changes, gold, shape), corrections_log(settings)))
             if closed or n_passed:
                 writes.extend(firings(spark, settings, change))
             appends = [partial(append_once, df, settings, table, app_id, version) for df, table in writes]
@@ -311,15 +320,14 @@ def _window_changes(
     version: int | None = None,
     stored: DataFrame | None = None,
 ) -> DataFrame:
-    """One row per gold key this batch changes: the batch's sums, the row's old values (gold as of
-    ``version``; None: the newest; or ``stored``, the open windows the process keeps), the new state."""
-    keys = ["user_id", "window_start", "window_end"]
+    """One row per gold key this batch changes: the batch's parts (``delta_*``), the row's old values
+    (``old_*``; gold as of ``version``; None: the newest; or ``stored``, the open windows the process keeps),
+    the new state (``new_*``)."""
+    shape = Shape.of(settings.spec)
+    key = [*shape.key_names, "window_start"]
+    keys = [*key, "window_end"]
     behind = F.col("event_time") < F.lit(before.watermark) if before.watermark else F.lit(False)
-    sums = on_time.groupBy(*keys).agg(
-        F.sum("amount").cast(MONEY).alias("delta_amount"),
-        F.count("*").alias("delta_count"),
-        F.max(behind).alias("behind_watermark"),
-    )
+    sums = on_time.groupBy(*keys).agg(*event_parts(shape, "delta_"), F.max(behind).alias("behind_watermark"))
     current = stored if stored is not None else as_of(spark, settings, gold, version)
     since = open_since(settings, before)
     if since is not None:
@@ -328,43 +336,32 @@ def _window_changes(
     if after.watermark is not None:
         closing = current.where(~F.col("is_final") & (closes_at(settings) <= F.lit(after.watermark))).select(
             *keys,
-            F.lit(0).cast(MONEY).alias("delta_amount"),
-            F.lit(0).cast("long").alias("delta_count"),
+            *zero_parts(shape, "delta_"),
             F.lit(False).alias("behind_watermark"),
         )
         touched = (
             sums.unionByName(closing)
             .groupBy(*keys)
-            .agg(
-                F.sum("delta_amount").cast(MONEY).alias("delta_amount"),
-                F.sum("delta_count").alias("delta_count"),
-                F.max("behind_watermark").alias("behind_watermark"),
-            )
+            .agg(*rolled_up_parts(shape, "delta_", "delta_"), F.max("behind_watermark").alias("behind_watermark"))
         )
     old = current.select(
-        "user_id",
-        "window_start",
-        F.col("total_amount").alias("old_total_amount"),
-        F.col("event_count").alias("old_event_count"),
+        *key,
+        *(F.col(name).alias(f"old_{name}") for name in value_names(shape)),
         F.col("revision").alias("old_revision"),
         F.col("is_final").alias("old_is_final"),
     )
     new_is_final = closes_at(settings) <= F.lit(after.watermark) if after.watermark else F.lit(False)
-    return touched.join(old, ["user_id", "window_start"], "left").select(
+    joined = touched.join(old, key, "left").select("*", *combined_parts(shape, "old_", "delta_", "new_"))
+    return joined.select(
         *keys,
-        "delta_amount",
-        "delta_count",
-        "old_total_amount",
-        "old_event_count",
+        *with_values(shape, "delta_"),
+        *(f"old_{name}" for name in value_names(shape)),
         "old_revision",
         "old_is_final",
-        (F.coalesce("old_total_amount", F.lit(0).cast(MONEY)) + F.col("delta_amount"))
-        .cast(MONEY)
-        .alias("new_total_amount"),
-        (F.coalesce("old_event_count", F.lit(0)) + F.col("delta_count")).alias("new_event_count"),
+        *with_values(shape, "new_"),
         (F.coalesce("old_revision", F.lit(0)) + 1).cast("int").alias("revision"),
         (F.coalesce("old_is_final", F.lit(False)) | new_is_final).alias("new_is_final"),
-        F.when(F.col("delta_count") == 0, "window_closed")
+        F.when(F.col("delta_event_count") == 0, "window_closed")
         .when(F.col("behind_watermark"), "late_data")
         .otherwise("stream_update")
         .alias("cause"),
@@ -373,8 +370,8 @@ def _window_changes(
     )
 
 
-def _corrections(changes: DataFrame, gold: Table) -> DataFrame:
-    return correction_rows(changes.where(F.col("old_revision").isNotNull()), gold)
+def _corrections(changes: DataFrame, gold: Table, shape: Shape) -> DataFrame:
+    return correction_rows(changes.where(F.col("old_revision").isNotNull()), gold, shape)
 
 
 def _gold_merge(
@@ -389,32 +386,31 @@ def _gold_merge(
 ) -> Callable[[], None]:
     """The MERGE of ``changes`` (or of the same rows ``collected`` on the driver) into gold, exactly once for
     (app_id, version)."""
+    shape = Shape.of(settings.spec)
+    keys = shape.key_names
     # Increments, not the pre-read totals: a reconcile committed between the read and this MERGE is kept.
-    on = "t.user_id = s.user_id AND t.window_start = s.window_start"
+    on = " AND ".join(f"t.{k} = s.{k}" for k in [*keys, "window_start"])
     if since is not None:
         # Lets Delta skip every gold file of closed windows (no changed row can be there; see open_since).
         on += f" AND t.window_start >= TIMESTAMP '{since.astimezone(UTC).isoformat()}'"
     spec = MergeSpec(
         on,
         update={
-            "total_amount": "CAST(t.total_amount + s.delta_amount AS DECIMAL(18,2))",
-            "event_count": "t.event_count + s.delta_count",
+            **merge_increments(shape, "delta_"),
             "revision": "t.revision + 1",
             "is_final": "t.is_final OR s.new_is_final",
             "updated_at": "s.updated_at",
         },
         insert={
-            "user_id": "s.user_id",
-            "window_start": "s.window_start",
-            "window_end": "s.window_end",
-            "total_amount": "s.delta_amount",
-            "event_count": "s.delta_count",
+            **{k: f"s.{k}" for k in [*keys, "window_start", "window_end"]},
+            **merge_values(shape, "delta_"),
             "revision": "1",
             "is_final": "s.new_is_final",
             "updated_at": "s.updated_at",
         },
     )
-    columns = ["user_id", "window_start", "window_end", "delta_amount", "delta_count", "new_is_final", "updated_at"]
+    deltas = [f"delta_{name}" for name in value_names(shape)]
+    columns = [*keys, "window_start", "window_end", *deltas, "new_is_final", "updated_at"]
     if collected is not None:
         return partial(merge_rows_once, collected.select(columns), gold.path(settings), app_id, version, spec, metadata)
     return partial(merge_changes_once, changes.select(*columns), gold.path(settings), app_id, version, spec, metadata)
