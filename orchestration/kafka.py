@@ -5,6 +5,7 @@ stream's checkpoint) comes from the ``lakehouse`` resource, the servers and topi
 
 import dagster as dg
 
+from orchestration.names import named, view
 from orchestration.pipeline import CARRY_OP, STREAMS_JOB
 from orchestration.resources import KafkaSourceResource, LakehouseResource
 from runtime.checkpoints import KAFKA_STAGE, consumed_offsets
@@ -15,13 +16,21 @@ from warehouse.settings import Settings
 KAFKA_RUN_CONFIG = {"ops": {CARRY_OP: {"config": {"source": "kafka"}}}}
 
 
+def kafka_run_config(settings: Settings) -> dict:
+    """The run config that makes the pipeline's streams job read bronze's lines from Kafka."""
+    return {"ops": {named(settings, CARRY_OP): {"config": {"source": "kafka"}}}}
+
+
 def build_defs(settings: Settings) -> dg.Definitions:
     """``kafka_sensor``: new messages in the topic → one run of ``lakehouse_once`` reading Kafka. Nothing of it
     depends on ``settings`` yet: at each tick it reads them from its resources."""
 
     # The streams job is orchestration.pipeline's: named here, resolved when the definitions are merged.
+    built_for = settings
+
     @dg.sensor(
-        job_name=STREAMS_JOB,
+        name=named(settings, "kafka_sensor"),
+        job_name=named(settings, STREAMS_JOB),
         minimum_interval_seconds=30,
         default_status=dg.DefaultSensorStatus.STOPPED,
         description="New messages in the Kafka topic → one run of the streams reading Kafka. Cursor: end offsets seen.",
@@ -32,7 +41,8 @@ def build_defs(settings: Settings) -> dg.Definitions:
         """Asks the broker for the topic's end offsets and compares them with the Kafka stream's checkpoint;
         the cursor is the end offsets of the last run requested (``<partition>:<offset>,…``), so a run is
         asked for once per new position, not on every tick while it runs."""
-        settings = kafka.apply(lakehouse.settings())
+        # The kafka resource names the first pipeline's topic; another pipeline reads its spec's.
+        settings = kafka.apply(lakehouse.settings()) if built_for.pipeline is None else view(lakehouse, built_for)
         servers, topic = settings.kafka.bootstrap_servers, settings.kafka.topic
         try:
             (state,) = [t for t in topics(settings, timeout=10) if t.name == topic] or [None]
@@ -49,7 +59,7 @@ def build_defs(settings: Settings) -> dg.Definitions:
             run_requests=[
                 dg.RunRequest(
                     run_key=f"kafka:{settings.kafka.topic}:{cursor}",
-                    run_config=KAFKA_RUN_CONFIG,
+                    run_config=kafka_run_config(built_for),
                     tags={"lakehouse/source": "kafka", "lakehouse/kafka_lag": str(behind)},
                 )
             ],

@@ -27,7 +27,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from deltalake.exceptions import TableNotFoundError
 
-from orchestration.pipeline import asset_key, window_outputs
+from orchestration.names import asset_key, named, view
+from orchestration.pipeline import window_outputs
 from orchestration.resources import LakehouseResource
 from runtime.progress import CONTINUOUS_PREFIX
 from runtime.stages import stream_outputs
@@ -329,18 +330,20 @@ def live_materializations(
             metadata["table_version"] = state.version or 0
             metadata["dagster/row_count"] = state.rows or 0
             metadata["path"] = dg.MetadataValue.path(state.path)
-        events.append(dg.AssetMaterialization(asset_key(table), description=_describe(batches), metadata=metadata))
+        key = asset_key(table, settings)
+        events.append(dg.AssetMaterialization(key, description=_describe(batches), metadata=metadata))
     return events
 
 
 # --- the sensor ---------------------------------------------------------------------------------------------
 
 
-def build_progress_sensor() -> dg.SensorDefinition:
+def build_progress_sensor(built_for: Settings | None = None) -> dg.SensorDefinition:
     """``stream_progress_sensor``: the continuous runs' new batches → runless materializations."""
+    built_for = built_for or Settings()
 
     @dg.sensor(
-        name=SENSOR_NAME,
+        name=named(built_for, SENSOR_NAME),
         minimum_interval_seconds=MIN_INTERVAL_SECONDS,
         default_status=dg.DefaultSensorStatus.RUNNING,
         description=(
@@ -351,7 +354,7 @@ def build_progress_sensor() -> dg.SensorDefinition:
     def stream_progress_sensor(context: dg.SensorEvaluationContext, lakehouse: LakehouseResource) -> dg.SensorResult:
         """Reads with delta-rs and Parquet only: a tick never starts a JVM. The cursor advances past the
         commits read whether or not they held a continuous run's batch, so nothing is reported twice."""
-        settings = lakehouse.settings()
+        settings = view(lakehouse, built_for)
         read = read_progress(settings, context.cursor)
         if read is None:
             return dg.SensorResult(skip_reason=f"{OPS_STREAM_PROGRESS.name} does not exist yet", cursor=context.cursor)
@@ -380,21 +383,25 @@ def build_progress_sensor() -> dg.SensorDefinition:
 
 def gold_freshness_policy(settings: Settings) -> dg.FreshnessPolicy:
     """Fails an asset not materialized (by a run, or a continuous batch through the sensor) for
-    ``LAKEHOUSE_GOLD_FRESHNESS_SECONDS``; the daemon evaluates it, no run is launched for it."""
-    return dg.FreshnessPolicy.time_window(fail_window=timedelta(seconds=settings.schedules.gold_freshness_seconds))
+    ``LAKEHOUSE_GOLD_FRESHNESS_SECONDS`` (another pipeline: its spec's ``quality.freshness``); the daemon
+    evaluates it, no run is launched for it."""
+    seconds = settings.schedules.gold_freshness_seconds
+    if settings.pipeline is not None:
+        seconds = settings.quality.freshness_seconds
+    return dg.FreshnessPolicy.time_window(fail_window=timedelta(seconds=seconds))
 
 
 def gold_asset_keys(settings: Settings) -> set[dg.AssetKey]:
-    """The gold assets this home keeps (``LAKEHOUSE_GOLD_OUTPUTS``)."""
-    return {asset_key(table) for table in kept_tables(settings) if table.layer == "gold"}
+    """The gold assets this pipeline keeps (``LAKEHOUSE_GOLD_OUTPUTS``, or its spec's)."""
+    return {asset_key(table, settings) for table in kept_tables(settings) if table.layer == "gold"}
 
 
-def with_gold_freshness(defs: dg.Definitions, settings: Settings) -> dg.Definitions:
-    """``defs`` with the gold freshness policy on every kept gold asset."""
-    policy, gold = gold_freshness_policy(settings), gold_asset_keys(settings)
+def with_gold_freshness(defs: dg.Definitions, views: list[Settings]) -> dg.Definitions:
+    """``defs`` with each pipeline's gold freshness policy on every gold asset it keeps."""
+    policies = {key: gold_freshness_policy(view) for view in views for key in gold_asset_keys(view)}
 
     def attach(spec: dg.AssetSpec) -> dg.AssetSpec:
-        return dg.apply_freshness_policy(spec, policy) if spec.key in gold else spec
+        return dg.apply_freshness_policy(spec, policies[spec.key]) if spec.key in policies else spec
 
     with warnings.catch_warnings():
         # Definitions.map_asset_specs is marked preview in 1.13; it is the documented way to attach the policy.
@@ -403,6 +410,6 @@ def with_gold_freshness(defs: dg.Definitions, settings: Settings) -> dg.Definiti
 
 
 def build_defs(settings: Settings) -> dg.Definitions:
-    """The progress sensor. Nothing of it depends on ``settings``: at each tick it reads its resource's. The
-    freshness policy is attached to the merged definitions (``with_gold_freshness``)."""
-    return dg.Definitions(sensors=[build_progress_sensor()])
+    """The pipeline's progress sensor (at each tick it reads its resource's settings, as the pipeline sees
+    them). The freshness policy is attached to the merged definitions (``with_gold_freshness``)."""
+    return dg.Definitions(sensors=[build_progress_sensor(settings)])

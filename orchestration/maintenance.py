@@ -8,17 +8,17 @@ and records each table's live file count before and after, so the UI plots how i
 
 import dagster as dg
 
-from orchestration.pipeline import asset_key
+from orchestration.names import asset_key, named, view
 from orchestration.resources import LakehouseResource
 from warehouse.catalog import (
     BRONZE_EVENTS,
-    GOLD_CORRECTIONS,
     SILVER_DUPLICATES,
-    SILVER_EVENTS,
-    SILVER_LATE_EVENTS,
     SILVER_QUARANTINE,
     Table,
     all_tables,
+    corrections_log,
+    events_table,
+    late_table,
     tumbling_table,
 )
 from warehouse.maintenance import maintain_tables
@@ -31,12 +31,12 @@ def asset_tables(settings: Settings) -> dict[str, Table]:
         t.name: t
         for t in (
             BRONZE_EVENTS,
-            SILVER_EVENTS,
+            events_table(settings),
             SILVER_QUARANTINE,
             SILVER_DUPLICATES,
-            SILVER_LATE_EVENTS,
+            late_table(settings),
             tumbling_table(settings),
-            GOLD_CORRECTIONS,
+            corrections_log(settings),
         )
     }
 
@@ -46,16 +46,16 @@ def maintenance_asset(settings: Settings) -> dg.AssetsDefinition:
     observed = asset_tables(settings)
 
     @dg.asset(
-        key=["maintenance", "tables"],
+        key=["maintenance", "tables" if settings.pipeline is None else f"{settings.spec.name}_tables"],
         group_name="maintenance",
-        deps=[asset_key(t) for t in observed.values()],
+        deps=[asset_key(t, settings) for t in observed.values()],
         kinds={"delta", "spark"},
         pool="lakehouse_gold",
     )
     def table_maintenance(context: dg.AssetExecutionContext, lakehouse: LakehouseResource) -> dg.MaterializeResult:
-        """OPTIMIZE every table (gold Z-ordered by user_id), VACUUM unreferenced files, checkpoint the logs."""
-        settings = lakehouse.settings()
-        results = maintain_tables(lakehouse.spark(), settings, all_tables(settings))
+        """OPTIMIZE every table (gold Z-ordered by its keys), VACUUM unreferenced files, checkpoint the logs."""
+        run_settings = view(lakehouse, settings)
+        results = maintain_tables(lakehouse.spark(), run_settings, all_tables(run_settings))
         for result in results:
             context.log.info(
                 f"{result.table}: live files {result.live_files_before} → {result.live_files_after}, "
@@ -64,7 +64,7 @@ def maintenance_asset(settings: Settings) -> dg.AssetsDefinition:
             if result.table in observed:
                 context.log_event(
                     dg.AssetObservation(
-                        asset_key=asset_key(observed[result.table]),
+                        asset_key=asset_key(observed[result.table], settings),
                         metadata={"live_files": result.live_files_after, "files_on_disk": result.files_on_disk_after},
                     )
                 )
@@ -85,10 +85,13 @@ def build_defs(settings: Settings) -> dg.Definitions:
     """The maintenance asset, its job, and its schedule on the settings' cron."""
     table_maintenance = maintenance_asset(settings)
     maintenance_job = dg.define_asset_job(
-        "maintenance", selection=[table_maintenance], description="Compact, vacuum and checkpoint every table."
+        named(settings, "maintenance"),
+        selection=[table_maintenance],
+        description="Compact, vacuum and checkpoint every table.",
     )
     maintenance_cron = settings.schedules.maintenance_cron
     maintenance_schedule = dg.ScheduleDefinition(
+        name=named(settings, "maintenance_schedule"),
         job=maintenance_job,
         cron_schedule=maintenance_cron,
         execution_timezone="UTC",

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 import dagster as dg
 
+from orchestration.names import asset_key, group_of, named, view
 from orchestration.resources import KafkaSourceResource, LakehouseResource
 from runtime.checkpoints import (
     FRAUD_STAGE,
@@ -31,18 +32,20 @@ from runtime.stages import source_stage, stage_named
 from transforms.gold.derived import derived_outputs
 from warehouse.catalog import (
     BRONZE_EVENTS,
-    GOLD_CORRECTIONS,
     GOLD_FRAUD_ALERTS,
     GOLD_UNIQUE_URLS,
     ORDER_PAYMENTS,
     SILVER_DUPLICATES,
     SILVER_EVENTS,
-    SILVER_LATE_EVENTS,
     SILVER_QUARANTINE,
     Table,
+    catalog_name,
+    corrections_log,
+    events_table,
     firings_table,
     global_table,
     hopping_table,
+    late_table,
     sessions_table,
     tumbling_table,
 )
@@ -58,17 +61,17 @@ if TYPE_CHECKING:
 STREAMS_JOB = "lakehouse_once"
 
 
-def asset_key(table: Table) -> dg.AssetKey:
-    return dg.AssetKey([table.layer, table.short_name])
-
-
-def spec(table: Table, deps: list[Table] = (), skippable: bool = False) -> dg.AssetSpec:
-    """An asset spec with the table's description and column schema, grouped by layer."""
+def spec(
+    table: Table, deps: list[Table] = (), skippable: bool = False, settings: Settings | None = None
+) -> dg.AssetSpec:
+    """An asset spec with the table's description and column schema, grouped by layer (another pipeline's:
+    in its own group)."""
+    settings = settings or Settings()
     return dg.AssetSpec(
-        asset_key(table),
+        asset_key(table, settings),
         description=table.description,
-        group_name=table.layer,
-        deps=[asset_key(d) for d in deps],
+        group_name=group_of(settings, table),
+        deps=[asset_key(d, settings) for d in deps],
         kinds={"delta", "spark"},
         skippable=skippable,
         metadata={
@@ -77,7 +80,7 @@ def spec(table: Table, deps: list[Table] = (), skippable: bool = False) -> dg.As
                     dg.TableColumn(c.name, c.type.simpleString(), description=c.description) for c in table.columns
                 ]
             ),
-            "dagster/table_name": table.name,
+            "dagster/table_name": catalog_name(settings, table),
         },
     )
 
@@ -106,12 +109,13 @@ def _materialization(
     metadata["table_version"] = state.version or 0
     metadata["dagster/row_count"] = state.rows or 0
     metadata["path"] = dg.MetadataValue.path(str(table.path(settings)))
-    return dg.MaterializeResult(asset_key=asset_key(table), metadata=metadata)
+    return dg.MaterializeResult(asset_key=asset_key(table, settings), metadata=metadata)
 
 
 def _run(lakehouse: LakehouseResource, stage_name: str, settings: Settings | None = None) -> StageReport:
     settings = settings or lakehouse.settings()
     spark = lakehouse.spark()
+    settings.ensure_home()
     prepare(spark, settings)
     return run_stage_once(spark, settings, stage_named(settings, stage_name))
 
@@ -121,6 +125,7 @@ def window_outputs(settings: Settings) -> dict[str, tuple[Table, Table, dict[str
     the firings log (an output of ``update_windows``) and the derived windows (outputs of
     ``derive_windows``): the table, what it is derived from, and its metadata (key → the batch's figure)."""
     gold = tumbling_table(settings)
+    silver = events_table(settings)
     return {
         "hopping": (
             hopping_table(settings),
@@ -129,12 +134,12 @@ def window_outputs(settings: Settings) -> dict[str, tuple[Table, Table, dict[str
         ),
         "sessions": (
             sessions_table(settings),
-            SILVER_EVENTS,
+            silver,
             {"rows_in": "rows_in", "rows_written": "sessions_changed", "watermark": "watermark"},
         ),
         "global": (
             global_table(settings),
-            SILVER_EVENTS,
+            silver,
             {"rows_in": "rows_in", "rows_written": "global_firings", "firings": "global_firings"},
         ),
         "firings": (firings_table(settings), gold, {"rows_written": "windows_changed", "watermark": "watermark"}),
@@ -149,6 +154,7 @@ def carried_asset(settings: Settings) -> dg.AssetsDefinition:
     """``carry_to_gold``: each batch of the source (its run config; default the settings' source) into
     bronze, silver and the tumbling table, then the idle watermark advance (``runtime.carry``)."""
     gold = tumbling_table(settings)
+    silver, late, corrections = events_table(settings), late_table(settings), corrections_log(settings)
     firings = [
         entry for output, entry in window_outputs(settings).items() if output == "firings" and settings.keeps(output)
     ]
@@ -161,16 +167,16 @@ def carried_asset(settings: Settings) -> dg.AssetsDefinition:
 
     @dg.multi_asset(
         specs=[
-            spec(BRONZE_EVENTS),
-            spec(SILVER_EVENTS, [BRONZE_EVENTS]),
-            spec(SILVER_QUARANTINE, [BRONZE_EVENTS]),
-            spec(SILVER_DUPLICATES, [BRONZE_EVENTS]),
-            spec(gold, [SILVER_EVENTS]),
-            *(spec(table, [upstream]) for table, upstream, _ in firings),
-            spec(SILVER_LATE_EVENTS, [SILVER_EVENTS]),
-            spec(GOLD_CORRECTIONS, [SILVER_EVENTS]),
+            spec(BRONZE_EVENTS, settings=settings),
+            spec(silver, [BRONZE_EVENTS], settings=settings),
+            spec(SILVER_QUARANTINE, [BRONZE_EVENTS], settings=settings),
+            spec(SILVER_DUPLICATES, [BRONZE_EVENTS], settings=settings),
+            spec(gold, [silver], settings=settings),
+            *(spec(table, [upstream], settings=settings) for table, upstream, _ in firings),
+            spec(late, [silver], settings=settings),
+            spec(corrections, [silver], settings=settings),
         ],
-        name=CARRY_OP,
+        name=named(settings, CARRY_OP),
         pool="lakehouse_bronze",
     )
     def carry_to_gold(
@@ -181,8 +187,10 @@ def carried_asset(settings: Settings) -> dg.AssetsDefinition:
     ):
         """Append every new line of the source (landing files or Kafka messages) to bronze, classify it into
         silver and fold its events into the tumbling windows, in one batch (availableNow)."""
-        run_settings = kafka.apply(lakehouse.settings())
+        # The kafka resource names the first pipeline's topic; another pipeline reads its spec's.
+        run_settings = kafka.apply(lakehouse.settings()) if settings.pipeline is None else view(lakehouse, settings)
         spark = lakehouse.spark()
+        run_settings.ensure_home()
         prepare(spark, run_settings)
         for older in drain_older_streams(spark, run_settings):
             context.log.info(f"{older.name} (finished for an older home): {older.figures}")
@@ -203,7 +211,7 @@ def carried_asset(settings: Settings) -> dg.AssetsDefinition:
         carried = [
             (BRONZE_EVENTS, bronze),
             (
-                SILVER_EVENTS,
+                silver,
                 {"rows_in": "rows_in", "rows_written": "events", "quarantined": "quarantined",
                  "duplicates": "duplicates"},
             ),
@@ -216,8 +224,8 @@ def carried_asset(settings: Settings) -> dg.AssetsDefinition:
                  "watermark_lag_seconds": "watermark_lag_seconds", "idle_windows_closed": "idle_windows_closed"},
             ),
             *((table, figures) for table, _, figures in firings),
-            (SILVER_LATE_EVENTS, {"rows_written": "late", "watermark": "watermark"}),
-            (GOLD_CORRECTIONS, {"rows_written": "windows_revised"}),
+            (late, {"rows_written": "late", "watermark": "watermark"}),
+            (corrections, {"rows_written": "windows_revised"}),
         ]  # fmt: skip
         for table, figures in carried:
             yield _materialization(lakehouse, table, report, figures, run_settings)
@@ -232,22 +240,27 @@ def derived_asset(settings: Settings) -> dg.AssetsDefinition:
         entry for output, entry in window_outputs(settings).items() if output != "firings" and settings.keeps(output)
     ]
     stage_name = derived_stage_name(settings)
-    followed = {SILVER_EVENTS.name: SILVER_EVENTS, tumbling_table(settings).name: tumbling_table(settings)}
+    silver = events_table(settings)
+    followed = {silver.name: silver, tumbling_table(settings).name: tumbling_table(settings)}
 
     @dg.multi_asset(
         # Every derived window is made of silver's events (read back by the batches they came in) and
         # follows the tumbling table: a failed blocking check on silver stops it.
-        specs=[spec(table, list({upstream.name: upstream, **followed}.values())) for table, upstream, _ in kept],
-        name="derive_windows",
+        specs=[
+            spec(table, list({upstream.name: upstream, **followed}.values()), settings=settings)
+            for table, upstream, _ in kept
+        ],
+        name=named(settings, "derive_windows"),
         pool="lakehouse_derived",
     )
     def derived_windows(context: dg.AssetExecutionContext, lakehouse: LakehouseResource):
         """Bring hopping windows, sessions and global windows in line with the tumbling table's new batches
         (availableNow)."""
-        report = _run(lakehouse, stage_name)
+        run_settings = view(lakehouse, settings)
+        report = _run(lakehouse, stage_name, run_settings)
         context.log.info(f"derived windows: {report.figures}")
         for table, _, figures in kept:
-            yield _materialization(lakehouse, table, report, figures)
+            yield _materialization(lakehouse, table, report, figures, run_settings)
 
     return derived_windows
 
@@ -295,18 +308,22 @@ def stream_assets(settings: Settings) -> list[dg.AssetsDefinition]:
     return [
         carried_asset(settings),
         *([derived_asset(settings)] if derived_outputs(settings) else []),
-        *(asset for output, asset in FOLLOWER_ASSETS.items() if settings.keeps(output)),
+        # The code outputs are the first pipeline's (its spec attaches them).
+        *(asset for output, asset in FOLLOWER_ASSETS.items() if settings.pipeline is None and settings.keeps(output)),
     ]
 
 
-def build_streams_job(assets: list[dg.AssetsDefinition]) -> "UnresolvedAssetJobDefinition":
+def build_streams_job(
+    assets: list[dg.AssetsDefinition], settings: Settings | None = None
+) -> "UnresolvedAssetJobDefinition":
     """``lakehouse_once``: every stream of ``assets`` once, with the conservation check."""
+    settings = settings or Settings()
     return dg.define_asset_job(
-        STREAMS_JOB,
+        named(settings, STREAMS_JOB),
         # Conservation (orchestration.quality) is the one check every run pays for: it is blocking, and gold
         # must not fold a silver batch that lost or invented lines. The other suites run in data_quality.
         selection=dg.AssetSelection.assets(*assets).without_checks()
-        | dg.AssetSelection.checks(dg.AssetCheckKey(asset_key(SILVER_EVENTS), "conservation")),
+        | dg.AssetSelection.checks(dg.AssetCheckKey(asset_key(SILVER_EVENTS, settings), "conservation")),
         description="Run every stream once (availableNow), checking conservation: landing → bronze → silver → gold.",
         # A run whose process died is retried (run monitoring fails it): its files are not left to the next arrival.
         tags={"dagster/max_retries": "2"},
@@ -341,10 +358,12 @@ def waiting_run(instance: dg.DagsterInstance, job_name: str) -> str | None:
     return records[0].dagster_run.run_id if records else None
 
 
-def build_landing_sensor(job: "UnresolvedAssetJobDefinition") -> dg.SensorDefinition:
+def build_landing_sensor(job: "UnresolvedAssetJobDefinition", settings: Settings | None = None) -> dg.SensorDefinition:
     """``landing_sensor``: new files in the landing zone → one run of ``job``."""
+    built_for = settings or Settings()
 
     @dg.sensor(
+        name=named(built_for, "landing_sensor"),
         job=job,
         minimum_interval_seconds=15,
         default_status=dg.DefaultSensorStatus.STOPPED,
@@ -357,7 +376,7 @@ def build_landing_sensor(job: "UnresolvedAssetJobDefinition") -> dg.SensorDefini
         Spark's file source reads in), so a file copied in by hand under any name is seen too. The landing
         folder is the ``lakehouse`` resource's, not the environment's. While ``lakehouse run --continuous``
         holds the landing stream it skips (the cursor stays, so nothing is missed once the service stops)."""
-        settings = lakehouse.settings()
+        settings = view(lakehouse, built_for)
         holder = lock_holder(settings, LANDING_STAGE)
         if holder is not None and holder.startswith(CONTINUOUS_RUN):
             # The service already takes every file as it lands; a run launched now would wait for its locks.
@@ -385,5 +404,5 @@ def build_landing_sensor(job: "UnresolvedAssetJobDefinition") -> dg.SensorDefini
 def build_defs(settings: Settings) -> dg.Definitions:
     """The streams' assets (shaped by ``settings``), ``lakehouse_once`` and the landing sensor."""
     assets = stream_assets(settings)
-    job = build_streams_job(assets)
-    return dg.Definitions(assets=assets, jobs=[job], sensors=[build_landing_sensor(job)])
+    job = build_streams_job(assets, settings)
+    return dg.Definitions(assets=assets, jobs=[job], sensors=[build_landing_sensor(job, settings)])

@@ -13,7 +13,7 @@ from expectations.runner import run_suites
 from expectations.suites import SUITES
 from expectations.validation import SuiteResult
 from orchestration import reconcile
-from orchestration.pipeline import asset_key
+from orchestration.names import asset_key, named, view
 from orchestration.resources import LakehouseResource
 from warehouse.settings import Settings
 
@@ -54,20 +54,20 @@ def suite_check(settings: Settings, suite_name: str) -> dg.AssetChecksDefinition
     blocking = suite_name in BLOCKING or (suite.warns and settings.quality.warnings_block)
 
     @dg.asset_check(
-        asset=asset_key(table),
+        asset=asset_key(table, settings),
         name=suite_name.replace(".", "_"),
         description=f"{suite.description} (Great Expectations suite {suite_name})",
         blocking=blocking,
         pool="lakehouse_quality",
     )
     def check(context: dg.AssetCheckExecutionContext, lakehouse: LakehouseResource) -> dg.AssetCheckResult:
-        run = run_suites(lakehouse.spark(), lakehouse.settings(), [suite_name], run_id=context.run.run_id)
+        run = run_suites(lakehouse.spark(), view(lakehouse, settings), [suite_name], run_id=context.run.run_id)
         (result,) = run.results
         # The latest figures on the guarded asset too, under stable keys, so its page plots them.
         prefix = f"dq_{suite_name.replace('.', '_')}"
         context.op_execution_context.log_event(
             dg.AssetObservation(
-                asset_key=asset_key(table),
+                asset_key=asset_key(table, settings),
                 metadata={
                     f"{prefix}_expectations_failed": len(result.failed),
                     f"{prefix}_unexpected_count": result.unexpected_count,
@@ -92,12 +92,12 @@ def build_defs(settings: Settings) -> dg.Definitions:
     validates again after each successful reconcile or completeness sweep."""
     quality_checks = [suite_check(settings, name) for name in CHECKED_SUITES]
     data_quality_job = dg.define_asset_job(
-        "data_quality",
+        named(settings, "data_quality"),
         selection=dg.AssetSelection.checks(*quality_checks),
         description="Run every data-quality suite (checks only, no materialization).",
     )
     data_quality_schedule = dg.ScheduleDefinition(
-        name="data_quality_schedule",
+        name=named(settings, "data_quality_schedule"),
         job=data_quality_job,
         cron_schedule=settings.quality.cron,
         execution_timezone="UTC",
@@ -107,6 +107,7 @@ def build_defs(settings: Settings) -> dg.Definitions:
 
     # Runs in this code location are matched to monitored jobs by name: these are orchestration.reconcile's.
     @dg.run_status_sensor(
+        name=named(settings, "after_reconcile_sensor"),
         run_status=dg.DagsterRunStatus.SUCCESS,
         monitored_jobs=list(reconcile.build_jobs(settings)),
         request_job=data_quality_job,

@@ -12,10 +12,11 @@ from datetime import date
 import dagster as dg
 from deltalake.exceptions import TableNotFoundError
 
-from orchestration.pipeline import asset_key, waiting_run
+from orchestration.names import asset_key, named, view
+from orchestration.pipeline import waiting_run
 from orchestration.resources import LakehouseResource
 from runtime.runner import StageReport, run_reconcile
-from warehouse.catalog import GOLD_CORRECTIONS, SILVER_LATE_EVENTS, tumbling_table
+from warehouse.catalog import corrections_log, late_table, tumbling_table
 from warehouse.locks import GOLD_LOCK_WAIT_SECONDS
 from warehouse.settings import Settings
 from warehouse.storage import open_delta
@@ -37,37 +38,44 @@ def _report_materializations(
         "reconcile_kind": kind,
     }
     # A run that changed gold materializes it; one that found nothing to do is still recorded, as an observation.
-    for table in (tumbling_table(settings), GOLD_CORRECTIONS):
+    for table in (tumbling_table(settings), corrections_log(settings)):
+        key = asset_key(table, settings)
         if changed:
-            context.log_event(dg.AssetMaterialization(asset_key=asset_key(table), metadata=metadata))
+            context.log_event(dg.AssetMaterialization(asset_key=key, metadata=metadata))
         else:
-            context.log_event(dg.AssetObservation(asset_key=asset_key(table), metadata=metadata))
+            context.log_event(dg.AssetObservation(asset_key=key, metadata=metadata))
 
 
-# Named apart from ``transforms.reconcile.fold_late_events``, the batch function it ends up running.
-@dg.op(pool="lakehouse_gold", out=dg.Out(dg.Nothing))
-def fold_late_events_op(context: dg.OpExecutionContext, lakehouse: LakehouseResource) -> None:
-    """Fold every late event not folded yet into gold (only the affected windows)."""
-    settings = lakehouse.settings()
-    # A reconcile already running (the CLI's, a sweep's) is waited for, as the gold lock is: a run the
-    # late-data sensor asked for then folds whatever that one left, instead of failing.
-    reports = run_reconcile(lakehouse.spark(), settings, wait_seconds=GOLD_LOCK_WAIT_SECONDS)
-    _report_materializations(context, settings, reports, "late_events")
+def build_ops(settings: Settings) -> tuple[dg.OpDefinition, dg.OpDefinition]:
+    """The fold and the sweep of the settings' pipeline, as ops."""
 
+    # Named apart from ``transforms.reconcile.fold_late_events``, the batch function it ends up running.
+    @dg.op(name=named(settings, "fold_late_events_op"), pool="lakehouse_gold", out=dg.Out(dg.Nothing))
+    def fold_late_events_op(context: dg.OpExecutionContext, lakehouse: LakehouseResource) -> None:
+        """Fold every late event not folded yet into gold (only the affected windows)."""
+        run_settings = view(lakehouse, settings)
+        # A reconcile already running (the CLI's, a sweep's) is waited for, as the gold lock is: a run the
+        # late-data sensor asked for then folds whatever that one left, instead of failing.
+        reports = run_reconcile(lakehouse.spark(), run_settings, wait_seconds=GOLD_LOCK_WAIT_SECONDS)
+        _report_materializations(context, run_settings, reports, "late_events")
 
-@dg.op(pool="lakehouse_gold", out=dg.Out(dg.Nothing))
-def sweep_event_date(context: dg.OpExecutionContext, lakehouse: LakehouseResource) -> None:
-    """Recompute every window of the partition's event date from silver; repair each difference."""
-    day = date.fromisoformat(context.partition_key)
-    settings = lakehouse.settings()
-    reports = run_reconcile(lakehouse.spark(), settings, [day], wait_seconds=GOLD_LOCK_WAIT_SECONDS)
-    _report_materializations(context, settings, reports, f"completeness sweep {day}")
+    @dg.op(name=named(settings, "sweep_event_date"), pool="lakehouse_gold", out=dg.Out(dg.Nothing))
+    def sweep_event_date(context: dg.OpExecutionContext, lakehouse: LakehouseResource) -> None:
+        """Recompute every window of the partition's event date from silver; repair each difference."""
+        day = date.fromisoformat(context.partition_key)
+        run_settings = view(lakehouse, settings)
+        reports = run_reconcile(lakehouse.spark(), run_settings, [day], wait_seconds=GOLD_LOCK_WAIT_SECONDS)
+        _report_materializations(context, run_settings, reports, f"completeness sweep {day}")
+
+    return fold_late_events_op, sweep_event_date
 
 
 def build_jobs(settings: Settings) -> tuple[dg.JobDefinition, dg.JobDefinition]:
     """``reconcile_job`` and ``completeness_sweep`` (partitioned by event date from the sweep's first date)."""
+    fold_late_events_op, sweep_event_date = build_ops(settings)
 
     @dg.job(
+        name=named(settings, "reconcile_job"),
         description="Fold late events into gold: recompute only the affected windows from silver.",
         # Run retries (enabled in the instance config `make ui` writes): a failed fold is tried again.
         tags={"dagster/max_retries": "2"},
@@ -78,7 +86,11 @@ def build_jobs(settings: Settings) -> tuple[dg.JobDefinition, dg.JobDefinition]:
     first_date = settings.schedules.sweep_start_date.isoformat()
     event_dates = dg.DailyPartitionsDefinition(start_date=first_date, timezone="UTC")
 
-    @dg.job(partitions_def=event_dates, description="Completeness sweep: one event date per partition.")
+    @dg.job(
+        name=named(settings, "completeness_sweep"),
+        partitions_def=event_dates,
+        description="Completeness sweep: one event date per partition.",
+    )
     def completeness_sweep() -> None:
         sweep_event_date()
 
@@ -88,7 +100,7 @@ def build_jobs(settings: Settings) -> tuple[dg.JobDefinition, dg.JobDefinition]:
 def late_events_state(settings: Settings) -> tuple[str, int] | None:
     """silver.late_events' table id and Delta version, read without Spark (the sensor runs in the daemon)."""
     try:
-        table = open_delta(SILVER_LATE_EVENTS.path(settings))
+        table = open_delta(late_table(settings).path(settings))
     except TableNotFoundError:
         return None
     return table.metadata().id, table.version()
@@ -100,10 +112,12 @@ def late_cursor(table_id: str, version: int) -> str:
     return f"{version}@{table_id}"
 
 
-def build_late_data_sensor(reconcile_job: dg.JobDefinition) -> dg.SensorDefinition:
+def build_late_data_sensor(reconcile_job: dg.JobDefinition, settings: Settings | None = None) -> dg.SensorDefinition:
     """``late_data_sensor``: silver.late_events grew → one run of ``reconcile_job``."""
+    built_for = settings or Settings()
 
     @dg.sensor(
+        name=named(built_for, "late_data_sensor"),
         job=reconcile_job,
         minimum_interval_seconds=15,
         default_status=dg.DefaultSensorStatus.STOPPED,
@@ -116,7 +130,7 @@ def build_late_data_sensor(reconcile_job: dg.JobDefinition) -> dg.SensorDefiniti
         A failed reconcile run is retried by Dagster (the job's ``dagster/max_retries`` tag); the reconcile
         schedule is the safety net after that.
         """
-        state = late_events_state(lakehouse.settings())
+        state = late_events_state(view(lakehouse, built_for))
         if state is None:
             return dg.SensorResult(skip_reason="silver.late_events does not exist yet", cursor=context.cursor)
         table_id, version = state
@@ -153,7 +167,7 @@ def build_defs(settings: Settings) -> dg.Definitions:
     reconcile_job, completeness_sweep = build_jobs(settings)
     reconcile_cron = settings.schedules.reconcile_cron
     reconcile_schedule = dg.ScheduleDefinition(
-        name="reconcile_schedule",
+        name=named(settings, "reconcile_schedule"),
         job=reconcile_job,
         cron_schedule=reconcile_cron,
         execution_timezone="UTC",
@@ -162,12 +176,13 @@ def build_defs(settings: Settings) -> dg.Definitions:
     )
     completeness_schedule = dg.build_schedule_from_partitioned_job(
         completeness_sweep,
+        name=named(settings, "completeness_sweep_schedule"),
         hour_of_day=2,
         default_status=dg.DefaultScheduleStatus.STOPPED,
         description="Every night, sweep the previous event date.",
     )
     return dg.Definitions(
         jobs=[reconcile_job, completeness_sweep],
-        sensors=[build_late_data_sensor(reconcile_job)],
+        sensors=[build_late_data_sensor(reconcile_job, settings)],
         schedules=[reconcile_schedule, completeness_schedule],
     )

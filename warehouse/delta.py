@@ -321,15 +321,19 @@ def merge_changes_once(
     spec: MergeSpec,
     user_metadata: dict[str, Any] | None = None,
     collected: pa.Table | None = None,
+    by_spark: bool = False,
 ) -> None:
     """MERGE ``changes`` (or the same rows ``collected`` already) into the table at ``path`` exactly once
     per (app_id, batch_id).
 
     A batch's changes of at most ``SMALL_WRITE_ROWS`` rows are collected and merged by delta-rs (about
     20 ms for a few thousand rows, where Spark's MERGE costs two jobs and a commit, 0.9 s on two cores);
-    a larger set (a backlog's) by Spark. The commit carries the same tags either way.
+    a larger set (a backlog's) by Spark, and any set ``by_spark`` (the spec's expressions divide decimals,
+    which delta-rs' engine truncates where Spark rounds half up). The commit carries the same tags either way.
     """
-    small = collected if collected is not None else _collected_if_small(changes)
+    if by_spark:
+        collected = None
+    small = None if by_spark else (collected if collected is not None else _collected_if_small(changes))
     if small is not None:
         merge_rows_once(small, path, app_id, batch_id, spec, user_metadata)
         return

@@ -70,7 +70,8 @@ def _measure(name: str, fn: str, field: str, source: DataType) -> Measure:
         return Measure(name, fn, field, kept, (Part(name, fn, field, kept),))
     if isinstance(source, DecimalType):
         total = DecimalType(38, source.scale)
-        kept = DecimalType(38, min(source.scale + 4, 38))
+        # What a decimal(38,s) divided by a count keeps under Spark's rules: max(s, 6) places, half-up.
+        kept = DecimalType(38, max(source.scale, 6))
     else:
         total = DoubleType() if isinstance(source, DoubleType) else LongType()
         kept = DoubleType()
@@ -115,6 +116,12 @@ class Shape:
             if m.derived:
                 columns += [(p.column, p.type) for p in m.parts]
         return [*columns, ("event_count", LongType())]
+
+    @property
+    def averages_decimals(self) -> bool:
+        """Whether a measure is an average of decimals: a MERGE that derives it must divide as Spark does
+        (half-up to its scale), which delta-rs' engine does not (it truncates)."""
+        return any(m.derived and isinstance(m.type, DecimalType) for m in self.measures)
 
     @property
     def source_fields(self) -> list[str]:

@@ -411,6 +411,9 @@ def _gold_merge(
     )
     deltas = [f"delta_{name}" for name in value_names(shape)]
     columns = [*keys, "window_start", "window_end", *deltas, "new_is_final", "updated_at"]
-    if collected is not None:
+    if collected is not None and not shape.averages_decimals:
         return partial(merge_rows_once, collected.select(columns), gold.path(settings), app_id, version, spec, metadata)
-    return partial(merge_changes_once, changes.select(*columns), gold.path(settings), app_id, version, spec, metadata)
+    return partial(
+        merge_changes_once, changes.select(*columns), gold.path(settings), app_id, version, spec, metadata,
+        by_spark=shape.averages_decimals,
+    )  # fmt: skip
