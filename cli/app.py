@@ -109,6 +109,14 @@ def generate(
         float,
         typer.Option(help="--kind orders: fraction of orders paid only outside [order, order + 15 min]."),
     ] = 0.05,
+    pipeline: Annotated[
+        str | None,
+        typer.Option(
+            "--pipeline",
+            "-p",
+            help="The declared pipeline to write for (default: the purchases stream); from its spec.",
+        ),
+    ] = None,
 ) -> None:
     """Write a synthetic event stream into the landing zone or a Kafka topic (deterministic for a seed)."""
     from datetime import UTC
@@ -119,6 +127,11 @@ def generate(
     if kind not in {"events", "orders"}:
         raise ValueError(f"--kind must be events or orders, got {kind!r}")
     settings = _settings()
+    if pipeline is not None:
+        settings = settings.for_pipeline(pipeline)
+        settings.ensure_home()
+        if kind == "orders" and settings.pipeline is not None:
+            raise ValueError("--kind orders writes the purchases stream's orders and payments; leave --pipeline out")
     spec = StreamSpec(
         events=events,
         users=users,
@@ -140,7 +153,16 @@ def generate(
         raise ValueError(f"--to must be landing or kafka, got {to!r}")
     if send_rate < 0:
         raise ValueError("--send-rate must be 0 or more")
-    lines = list(generate_order_lines(spec) if kind == "orders" else generate_lines(spec))
+    if settings.pipeline is not None:
+        from devtools.spec_lines import SpecStream, spec_lines
+
+        stream = SpecStream(
+            events=events, keys=users, rate=spec.rate, disorder_seconds=disorder, duplicate_fraction=duplicates,
+            late_fraction=late, invalid_fraction=invalid, seed=seed, start=spec.start,
+        )  # fmt: skip
+        lines = list(spec_lines(settings.spec, stream))
+    else:
+        lines = list(generate_order_lines(spec) if kind == "orders" else generate_lines(spec))
     what = f"{events} orders with their payments" if kind == "orders" else f"{events} events"
     if to == "kafka":
         from runtime.sources.kafka_client import produce_lines
@@ -355,6 +377,14 @@ def replay(
         ),
     ] = "bronze",
     pipeline: OnePipeline = None,
+    accept_rebuild: Annotated[
+        bool,
+        typer.Option(
+            "--accept-rebuild",
+            help="The spec changed its id, keys, event time or tumbling size: set every table but bronze aside "
+            "(retired/) and build them anew under the new spec.",
+        ),
+    ] = False,
 ) -> None:
     """Rebuild one pipeline's silver, gold and ops tables from bronze with the same streams, then swap them in
     (Kappa); the other pipelines are not touched."""
@@ -390,7 +420,7 @@ def replay(
             else:
                 progress.update(task, description=f"replaying {report.name}")
 
-        result = run_replay(spark, settings, from_version, advance, source)
+        result = run_replay(spark, settings, from_version, advance, source, accept_rebuild)
     render.print_replay(console, result, settings.kafka.topic)
 
 

@@ -19,12 +19,12 @@ from runtime.checkpoints import (
     UNIQUE_URLS_STAGE,
     derived_stage_name,
 )
+from runtime.pipelines import pipeline_status
 from runtime.runner import (
     CONTINUOUS_RUN,
     StageReport,
     advance_idle_watermark,
     drain_older_streams,
-    pipeline_status,
     prepare,
     run_stage_once,
 )

@@ -14,8 +14,11 @@ from datetime import date
 
 from pyspark.sql import SparkSession
 
-from runtime.progress import StageReport, StreamStatus, query_prefix
-from runtime.runner import pipeline_status, run_continuous, run_once, run_reconcile
+from runtime.checkpoints import checkpoint_dir
+from runtime.progress import StageReport, StreamStatus, query_prefix, stream_status
+from runtime.runner import run_continuous, run_once, run_reconcile
+from runtime.sources.kafka import partition_lag
+from runtime.stages import Stage, reconcile_stage, source_stage, stages
 from warehouse.settings import Settings
 
 
@@ -105,3 +108,25 @@ def status_all(views: Sequence[Settings]) -> list[StreamStatus]:
         prefix = query_prefix(view)
         found += [replace(status, stream=prefix + status.stream) for status in pipeline_status(view)]
     return found
+
+
+def pipeline_status(settings: Settings) -> list[StreamStatus]:
+    """Every stream's state, backlog and newest batch, from files alone (no Spark session)."""
+    statuses = [
+        stream_status(settings, stage.name, stage.source, checkpoint_dir(settings, stage))
+        for stage in [*stages(settings), reconcile_stage(settings)]
+    ]
+    kafka = source_stage("kafka")
+    if checkpoint_dir(settings, kafka).is_dir():
+        statuses.insert(1, kafka_status(settings, kafka))
+    return statuses
+
+
+def kafka_status(settings: Settings, stage: Stage) -> StreamStatus:
+    """The Kafka stream's state; its backlog is messages per partition not read yet (asks the broker)."""
+    status = stream_status(settings, stage.name, "kafka", checkpoint_dir(settings, stage))
+    try:
+        lag = partition_lag(settings, checkpoint_dir(settings, stage))
+    except Exception:
+        return replace(status, backlog=-1, backlog_unit="messages (broker not reachable)")
+    return replace(status, backlog=sum(lag.values()))

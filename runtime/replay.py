@@ -76,6 +76,7 @@ from warehouse.catalog import (
     SILVER_DUPLICATES,
     SILVER_QUARANTINE,
     Table,
+    all_tables,
     corrections_log,
     events_table,
     global_table,
@@ -87,6 +88,7 @@ from warehouse.catalog import (
 from warehouse.delta import (
     append_once,
     committed_version,
+    is_delta_table,
     latest_version,
     overwrite_once,
     read_table,
@@ -136,17 +138,24 @@ def run_replay(
     from_version: int | None = None,
     listener: Callable[[StageReport, dict[str, float]], None] | None = None,
     source: str = "bronze",
+    accept_rebuild: bool = False,
 ) -> ReplayReport:
     """Rebuild every table downstream of bronze (from bronze version ``from_version`` on, else all of it);
-    with ``source="kafka"``, rebuild bronze's rows of the topic from the topic first."""
+    with ``source="kafka"``, rebuild bronze's rows of the topic from the topic first. With ``accept_rebuild``
+    (its spec changed its id, keys, event time or tumbling size), every table but bronze and every checkpoint
+    but the source streams' is first moved aside (``retired/<stamp>/``), so they are built anew under it."""
     check_replay_arguments(source, from_version)
     started = time.monotonic()
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%f")
     report = ReplayReport(stamp)
     live = stages(settings)
     rebuilt = [stage.name for stage in live.downstream] + [reconcile_stage(settings).name]
+    if accept_rebuild:
+        locked = list(dict.fromkeys([*live.names, KAFKA_STAGE, *rebuilt, GOLD_LOCK, DERIVED_LOCK]))
+        with hold_all(settings, locked, purpose="a rebuild"):
+            _retire_derived(settings, stamp, rebuilt)
     rebuilt += [source_stage(source).name] if source in SOURCES else []
-    prepare(spark, settings, allow_interrupted_swap=True, rebuilt=rebuilt)
+    prepare(spark, settings, allow_interrupted_swap=True, rebuilt=rebuilt, accept_rebuild=accept_rebuild)
     names = [*live.names, KAFKA_STAGE, reconcile_stage(settings).name, GOLD_LOCK, DERIVED_LOCK]
     with hold_all(settings, names, purpose="a replay"):
         _finish_source_swap(spark, settings)
@@ -172,6 +181,18 @@ def run_replay(
         shutil.rmtree(staging.home, ignore_errors=True)
     report.seconds = time.monotonic() - started
     return report
+
+
+def _retire_derived(settings: Settings, stamp: str, streams: list[str]) -> None:
+    """Move every table but bronze and the checkpoints of ``streams`` into ``retired/<stamp>/``: what was
+    built under the old spec is kept, out of the way of what the new one builds."""
+    retired = settings.under("retired", stamp).data_root()
+    for table in all_tables(settings):
+        if table.name != BRONZE_EVENTS.name and is_delta_table(table.path(settings)):
+            move_tree(table.path(settings), retired / "tables" / table.layer / table.short_name)
+    for stream in dict.fromkeys(streams):
+        if (settings.checkpoints_dir / stream).exists():
+            move_tree(settings.checkpoints_dir / stream, retired / "checkpoints" / stream)
 
 
 def _settle_cut_off_batches(settings: Settings) -> dict[str, int]:

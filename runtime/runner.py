@@ -18,7 +18,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from functools import partial
 from pathlib import Path
@@ -33,46 +33,23 @@ from runtime.checkpoints import KAFKA_STAGE, RECONCILE_STAGE, checkpoint_dir
 from runtime.faults import check_home, retry_slow_start
 from runtime.progress import (
     StageReport,
-    StreamStatus,
     pending_landing_files,
     pending_source_commits,
     query_name,
     recorder_for,
-    stream_status,
 )
 from runtime.sources.kafka import partition_lag
 from runtime.stages import SOURCES, Stage, delta_readers, reconcile_stage, source_stage, stages
 from transforms.gold.tumbling import advance_idle
 from transforms.latency import latencies
 from transforms.reconcile import repair_dates
-from warehouse.catalog import kept_tables
+from warehouse.catalog import BRONZE_EVENTS, kept_tables
 from warehouse.delta import batch_scope, latest_version, side_by_side
 from warehouse.leases import check_held
 from warehouse.locks import GOLD_LOCK_WAIT_SECONDS, hold_all, hold_gold
 from warehouse.settings import Settings
+from warehouse.spec_changes import check_spec
 from warehouse.tables import ensure_tables
-
-
-def pipeline_status(settings: Settings) -> list[StreamStatus]:
-    """Every stream's state, backlog and newest batch, from files alone (no Spark session)."""
-    statuses = [
-        stream_status(settings, stage.name, stage.source, checkpoint_dir(settings, stage))
-        for stage in [*stages(settings), reconcile_stage(settings)]
-    ]
-    kafka = source_stage("kafka")
-    if checkpoint_dir(settings, kafka).is_dir():
-        statuses.insert(1, kafka_status(settings, kafka))
-    return statuses
-
-
-def kafka_status(settings: Settings, stage: Stage) -> StreamStatus:
-    """The Kafka stream's state; its backlog is messages per partition not read yet (asks the broker)."""
-    status = stream_status(settings, stage.name, "kafka", checkpoint_dir(settings, stage))
-    try:
-        lag = partition_lag(settings, checkpoint_dir(settings, stage))
-    except Exception:
-        return replace(status, backlog=-1, backlog_unit="messages (broker not reachable)")
-    return replace(status, backlog=sum(lag.values()))
 
 
 def stage_lock(settings: Settings, stage: Stage, wait_seconds: float = 0.0):
@@ -131,11 +108,12 @@ def swap_marker(settings: Settings) -> Path:
 
 
 def prepare(
-    spark: SparkSession, settings: Settings, allow_interrupted_swap: bool = False, rebuilt: Sequence[str] = ()
-) -> None:
-    """Create the home's folders and every catalog table that does not exist yet, after checking that no
-    stream's checkpoint and no table's log is damaged or lost (``runtime.faults``; a replay names the
-    streams it ``rebuilt``s, whose checkpoints it retires)."""
+    spark: SparkSession, settings: Settings, allow_interrupted_swap: bool = False, rebuilt: Sequence[str] = (),
+    accept_rebuild: bool = False,
+) -> None:  # fmt: skip
+    """Create the home's folders and every catalog table missing, once no stream's checkpoint or table's log is
+    damaged or lost (``runtime.faults``; a replay names the streams it ``rebuilt``s) and the spec changed in no
+    way its state cannot take (``warehouse.spec_changes``; unless a replay rebuilds it all: ``accept_rebuild``)."""
     settings.ensure_home()
     if not allow_interrupted_swap and swap_marker(settings).exists():
         raise RuntimeError(
@@ -143,6 +121,7 @@ def prepare(
         )
     streams = [*stages(settings).names, KAFKA_STAGE, RECONCILE_STAGE]
     check_home(settings, streams, kept_tables(settings), skip=rebuilt, reads=delta_readers(settings, streams))
+    check_spec(settings, BRONZE_EVENTS, accept_rebuild)
     ensure_tables(spark, settings, kept_tables(settings))
 
 

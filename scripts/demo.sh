@@ -2,8 +2,9 @@
 # The demo: the late-data loop, twice.
 #  1. The seeds' running example: windows, a far-later event that moves the watermark, a too-late event
 #     set aside in silver.late_events, then `lakehouse reconcile` folding it in (with its correction row).
-#  2. A generated stream (duplicates, disorder, late and invalid lines) arriving in two rounds, so the
-#     watermark moves between them and far-behind events are set aside; reconcile folds them all in.
+#  2. Two declared pipelines in one home (pipelines/purchases.yaml and pipelines/readings.yaml): generated
+#     streams (duplicates, disorder, late and invalid lines) arriving in two rounds, so the watermark moves
+#     between them and far-behind events are set aside; one `run --once` carries both, reconcile folds them in.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$(pwd)/.venv/bin:$PATH"
@@ -38,18 +39,26 @@ lakehouse show gold.user_spend_5m
 lakehouse show gold.corrections
 
 export LAKEHOUSE_HOME="$base"
-say "2. A generated stream in two rounds (home: $LAKEHOUSE_HOME)"
+say "2. Two declared pipelines, generated streams in two rounds (home: $LAKEHOUSE_HOME)"
+lakehouse pipelines
+seed="${SEED:-$RANDOM}"
 LAKEHOUSE_HOME="$scratch/gen" lakehouse generate --events 5000 --users 40 --rate 2 --files 4 --late 0.03 \
-  --seed "${SEED:-$RANDOM}" > /dev/null
+  --seed "$seed" > /dev/null
+LAKEHOUSE_HOME="$scratch/gen" lakehouse generate --pipeline readings --events 3000 --users 8 --rate 2 --files 4 \
+  --late 0.03 --seed "$seed" > /dev/null
 files=("$scratch"/gen/landing/*.jsonl)
+readings=("$scratch"/gen/pipelines/readings/landing/*.jsonl)
 lakehouse ingest "${files[@]:0:2}"
+lakehouse ingest --pipeline readings "${readings[@]:0:2}"
 lakehouse run --once
 lakehouse ingest "${files[@]:2}"
+lakehouse ingest --pipeline readings "${readings[@]:2}"
 lakehouse run --once
 lakehouse reconcile
 lakehouse tables
 lakehouse show gold.user_spend_5m --limit 10
 lakehouse history gold.user_spend_5m --limit 8
+lakehouse show gold.readings_1m --limit 4
 say "3. Data quality: every suite (exit 1 if a blocking expectation fails)"
 lakehouse validate
 cat <<MSG

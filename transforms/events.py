@@ -57,9 +57,10 @@ _TIME_FORMATS = {
 }
 
 
-def field_rules(name: str, f: FieldSpec, spec: PipelineSpec) -> list[str]:
-    """The rule suffixes a field's values are checked against, in order (none when it is left null instead)."""
-    if f.on_invalid == "null":
+def field_rules(name: str, f: FieldSpec, spec: PipelineSpec, lenient: bool = False) -> list[str]:
+    """The rule suffixes a field's values are checked against, in order: the ones that quarantine a line (none
+    for a field left null instead), or with ``lenient`` the ones that leave such a field null."""
+    if f.on_invalid == "null" and not lenient:
         return []
     rules = ["missing"] if f.required else []
     if f.kind == "string":
@@ -263,7 +264,7 @@ def parse_events(
     return staged.select(
         *lines.columns,
         "reason",
-        *(F.when(valid, _kept(n, f)).alias(n) for n, f in declared.items()),
+        *(F.when(valid, _kept(n, f, spec)).alias(n) for n, f in declared.items()),
         # Canonical JSON (keys sorted, numbers normalised) so a re-serialised redelivery is not a conflict.
         F.when(document.isNotNull(), F.sha2(F.to_json(document), 256)).alias("payload_hash"),
     )
@@ -409,18 +410,15 @@ def _reason(spec: PipelineSpec, text: Column, document: Column) -> Column:
     return reason
 
 
-def _kept(name: str, f: FieldSpec) -> Column:
+def _kept(name: str, f: FieldSpec, spec: PipelineSpec) -> Column:
     """A valid line's value of the field: null when absent, or (``on_invalid: null``) when it breaks a rule."""
     value = _c(name, "value")
     if f.on_invalid == "quarantine":
         return value
     ok = ~_c(name, "missing") & value.isNotNull()
-    for rule in ("not_string", "empty", "too_long", "no_match", "not_allowed", "below_min", "above_max"):
-        if rule == "not_string" and f.kind != "string":
-            continue
-        if rule == "empty" and not (f.kind == "string" and f.not_blank):
-            continue
-        ok = ok & ~F.coalesce(_breaks(name, f, rule), F.lit(False))
+    for rule in field_rules(name, f, spec, lenient=True):
+        if rule not in {"missing", "wrong_type"}:
+            ok = ok & ~F.coalesce(_breaks(name, f, rule), F.lit(False))
     return F.when(ok, value)
 
 

@@ -47,6 +47,9 @@ class Table:
     no_stats: tuple[str, ...] = ()
     #: Whether the spec names it (a window table): its name is the same inside and outside its pipeline.
     declared: bool = False
+    #: Whether a spec shapes its columns: a spec's new field or measure adds them to an existing table, nullable
+    #: (forward-only until a replay fills them in).
+    shaped: bool = False
 
     @property
     def name(self) -> str:

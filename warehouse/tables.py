@@ -55,7 +55,7 @@ def _add_new_columns(spark: SparkSession, table: Table, location: Location) -> N
     missing = [column for column in table.columns if column.name not in existing]
     if not missing:
         return
-    required = [column.name for column in missing if not column.nullable]
+    required = [column.name for column in missing if not column.nullable and not table.shaped]
     if required:
         raise RuntimeError(f"{table.name} lacks the required column(s) {', '.join(required)}: rebuild it with a replay")
     added = ", ".join(f"`{column.name}` {column.type.simpleString()}" for column in missing)

@@ -38,6 +38,7 @@ def silver_events_table(spec: PipelineSpec) -> Table:
     fields = [name for name, f in spec.fields.items() if f.on_invalid == "quarantine"]
     attributes = [name for name, f in spec.fields.items() if f.on_invalid == "null"]
     return Table(
+        shaped=True,
         layer="silver",
         short_name="events",
         description=f"Valid, typed events, deduplicated by {spec.id} over all history (first arrival wins).",
@@ -60,6 +61,7 @@ def late_events_table(spec: PipelineSpec) -> Table:
     shape = Shape.of(spec)
     fields = dict.fromkeys([spec.id, *shape.key_names, spec.time.field, *shape.source_fields])
     return Table(
+        shaped=True,
         layer="silver",
         short_name="late_events",
         description="Events that arrived after their window was closed (watermark past window end + lateness).",
@@ -106,6 +108,7 @@ def tumbling_table(settings: Settings) -> Table:
     minutes = settings.windows.minutes
     shape = Shape.of(settings.spec)
     return Table(
+        shaped=True,
         layer="gold",
         short_name=_gold_name(settings, "tumbling", f"{minutes}m"),
         description=(
@@ -139,6 +142,7 @@ def hopping_table(settings: Settings) -> Table:
     size, slide = settings.windows.hopping_size_minutes, settings.windows.hopping_slide_minutes
     tumbling = tumbling_table(settings)
     return Table(
+        shaped=True,
         layer="gold",
         short_name=_gold_name(settings, "hopping", f"{_minutes_name(size)}_hopping"),
         description=(
@@ -159,6 +163,7 @@ def sessions_table(settings: Settings) -> Table:
     gap = settings.windows.session_gap_minutes
     shape = Shape.of(settings.spec)
     return Table(
+        shaped=True,
         layer="gold",
         short_name=_gold_name(settings, "sessions", "sessions"),
         description=(
@@ -195,6 +200,7 @@ def global_table(settings: Settings) -> Table:
         if c.name in {m.name for m in shape.measures}
     ]
     return Table(
+        shaped=True,
         layer="gold",
         short_name=_gold_name(settings, "global", "global"),
         description=(
@@ -230,6 +236,7 @@ def firings_table(settings: Settings) -> Table:
         for name, kind in shape.visible
     ]
     return Table(
+        shaped=True,
         layer="gold",
         short_name=settings.spec.tables.get("firings") or f"{tumbling.short_name}_firings",
         description=(
@@ -274,6 +281,7 @@ def corrections_table(spec: PipelineSpec) -> Table:
         values.append(Column(f"old_{name}", kind, f"{name} before the change", nullable=name not in exact))
         values.append(Column(f"new_{name}", kind, f"{name} after the change", nullable=name not in exact))
     return Table(
+        shaped=True,
         layer="gold",
         short_name="corrections",
         description="Every change made to a gold row after it was first written: old and new values and why.",

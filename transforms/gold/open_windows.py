@@ -22,6 +22,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.types import StructField, StructType
 
 from transforms.gold.measures import value_names
 from warehouse.catalog import tumbling_table
@@ -59,7 +60,10 @@ class OpenWindows:
         if since is not None and since != self.since:
             self.rows = self.rows.filter(pc.field("window_start") >= pa.scalar(since, _TIME))
             self.since = since
-        return spark.createDataFrame(self.rows, schema=gold.schema)
+        # In the catalog's column order, every column nullable: a table that gained a column (a spec's new
+        # measure) stores it last, null in the rows written before.
+        schema = StructType([StructField(f.name, f.dataType, True) for f in gold.schema])
+        return spark.createDataFrame(self.rows.select(gold.column_names), schema=schema)
 
     @property
     def count(self) -> int | None:
@@ -90,7 +94,7 @@ class OpenWindows:
             if isinstance(merged, DataFrame):
                 merged = merged.select(*columns.values()).toArrow()
             schema = pa.schema([column.with_nullable(True) for column in self.rows.schema])
-            new = merged.select(list(columns.values())).rename_columns(list(columns)).cast(schema)
+            new = merged.select(list(columns.values())).rename_columns(list(columns)).select(schema.names).cast(schema)
             keys = [*shape.key_names, "window_start"]
             kept = self.rows.join(new.select(keys), keys, join_type="left anti")
             self.rows = pa.concat_tables([kept.select(schema.names).cast(schema), new])
