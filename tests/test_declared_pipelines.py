@@ -13,6 +13,10 @@ read as one micro-batch.
 import json
 import os
 import random
+import signal
+import subprocess
+import sys
+import time
 from collections import defaultdict
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
@@ -315,3 +319,61 @@ def test_a_declared_stream_is_exact_beside_the_purchases_stream(spark, lakehouse
     assert gold_windows(shipments, tumbling) == expected
     assert gold_windows(shipments, hopping) == oracle_windows(events, 30, 10)
     assert {s.name: s.version for s in catalog_states(root, ("purchases",))} == purchases_versions
+
+
+def _rows(path: Path) -> list[dict]:
+    try:
+        return DeltaTable(str(path)).to_pyarrow_table().to_pylist()
+    except Exception:
+        return []
+
+
+@pytest.mark.system
+def test_run_continuous_carries_every_pipeline_and_validate_reports_each(tmp_path: Path) -> None:
+    """`lakehouse run --continuous` with both shipped pipelines: each one's lines reach its gold (every valid
+    first arrival in a window or set aside as late), `status` shows each one's streams, SIGTERM stops both
+    cleanly; `validate` then passes with a section per pipeline in one report."""
+    from devtools.spec_lines import SpecStream, spec_lines
+
+    home = tmp_path / "home"
+    lakehouse = str(Path(sys.executable).parent / "lakehouse")
+    env = {**os.environ, "LAKEHOUSE_HOME": str(home), "LAKEHOUSE_PIPELINES": "all", "LAKEHOUSE_GOLD_OUTPUTS": "none"}
+    env.pop("LAKEHOUSE_PIPELINES_DIR", None)
+    root = Settings.from_env(env)
+    purchases, readings = root.pipelines()
+    purchase_lines = list(generate_lines(StreamSpec(events=300, users=6, late_fraction=0.0, seed=3)))
+    reading_lines = list(spec_lines(readings.spec, SpecStream(events=300, keys=5, late_fraction=0.0, seed=3)))
+    for view, name, lines in ((purchases, "p.jsonl", purchase_lines), (readings, "r.jsonl", reading_lines)):
+        (tmp_path / name).write_text("\n".join(lines) + "\n")
+        view.ensure_home()
+        ingest_file(view, tmp_path / name)
+    readings_gold = readings.tables_dir / "gold" / "readings_1m"
+    purchases_gold = purchases.tables_dir / "gold" / "user_spend_5m"
+    stream = subprocess.Popen([lakehouse, "run", "--continuous"], env=env, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 600
+        while time.monotonic() < deadline and stream.poll() is None:
+            counted = [sum(r["event_count"] for r in _rows(path)) for path in (purchases_gold, readings_gold)]
+            if counted == [300, 300]:
+                break
+            time.sleep(1)
+        assert stream.poll() is None, stream.stderr.read()[-2000:]
+        assert counted == [300, 300]
+        status = subprocess.run(
+            [lakehouse, "status", "--json"], env=env, capture_output=True, text=True, timeout=120, check=True
+        )
+        streams = {s["stream"]: s for s in json.loads(status.stdout)}
+        assert {"bronze_events", "readings:bronze_events", "readings:reconcile_late_events"} <= set(streams)
+        assert streams["readings:bronze_events"]["running"] and streams["bronze_events"]["running"]
+    finally:
+        stream.send_signal(signal.SIGTERM)
+        code = stream.wait(timeout=300)
+    assert code == 0, stream.stderr.read()[-2000:]
+    validated = subprocess.run([lakehouse, "validate", "--json"], env=env, capture_output=True, text=True, timeout=600)
+    assert validated.returncode == 0, validated.stderr[-2000:]
+    summary = json.loads(validated.stdout)
+    suites = [s["suite"] for s in summary["suites"]]
+    assert suites[:5] == ["bronze.events", "silver.events", "conservation", "completeness", "freshness"]
+    assert suites[5:] == [f"readings: {name}" for name in suites[:5]]
+    report = Path(summary["report"]).read_text()
+    assert "readings: completeness" in report and "gold.readings_1m" in report

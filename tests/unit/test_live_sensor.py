@@ -40,7 +40,13 @@ def no_spark(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture
 def settings(tmp_path: Path) -> Settings:
-    return Settings.from_env({"LAKEHOUSE_HOME": str(tmp_path / "home"), "LAKEHOUSE_GOLD_OUTPUTS": "hopping"})
+    return Settings.from_env(
+        {
+            "LAKEHOUSE_HOME": str(tmp_path / "home"),
+            "LAKEHOUSE_GOLD_OUTPUTS": "hopping",
+            "LAKEHOUSE_PIPELINES": "purchases",
+        }
+    )
 
 
 @pytest.fixture
@@ -274,6 +280,7 @@ def test_every_kept_gold_asset_has_the_freshness_policy(settings: Settings, outp
             "LAKEHOUSE_HOME": str(settings.home),
             "LAKEHOUSE_GOLD_OUTPUTS": outputs,
             "LAKEHOUSE_GOLD_FRESHNESS_SECONDS": "90",
+            "LAKEHOUSE_PIPELINES": "purchases",
         }
     )
     graph = definitions.build_defs(configured).resolve_asset_graph()

@@ -51,7 +51,9 @@ OUTPUT_KEYS = {
 
 def settings_for(home: Path, **env: str) -> Settings:
     """Settings from these variables only (not the process's environment)."""
-    return Settings.from_env({"LAKEHOUSE_HOME": str(home), **env})
+    # The first pipeline's definitions (tests/test_declared_pipelines.py and test_pipeline_definitions.py
+    # load every pipeline's).
+    return Settings.from_env({"LAKEHOUSE_HOME": str(home), "LAKEHOUSE_PIPELINES": "purchases", **env})
 
 
 @pytest.fixture(autouse=True)
