@@ -9,6 +9,11 @@ reader polls every gold output with delta-rs (as any outside reader would) and n
 first appears in it. Freshness is that moment minus the moment the file was landed: landing → visible in
 that output, for a reader outside the process; the headline figure is ``gold.user_spend_5m``'s.
 
+With ``--readings RATE`` each rate is measured twice, in homes of their own: the purchases stream alone, then
+both shipped pipelines at once (``run --continuous`` carrying the sensor readings pipeline too, fed ``RATE``
+readings a second with probe devices of their own): each pipeline's landing → gold p50/p99, and the purchases'
+beside its figures alone.
+
 The rate is held when every probe became visible, at least two thirds of them while the generator was
 still landing files (not in the drain after it stopped), and the lag did not grow: the p50 of the last
 third of the probes is at most twice the p50 of the first third (plus one trigger interval). The figures go to
@@ -16,6 +21,7 @@ third of the probes is at most twice the p50 of the first third (plus one trigge
 
     .venv/bin/python -m bench.freshness                                   # 1k and 10k events/s, 5 min each
     .venv/bin/python -m bench.freshness --rates 1000 --minutes 1          # a smoke run
+    .venv/bin/python -m bench.freshness --rates 1000 --readings 200       # alone, then beside readings
 """
 
 import argparse
@@ -66,6 +72,8 @@ class RateResult:
     steady_p50: float | None = None
     steady_p99: float | None = None
     kept_up: bool = False
+    #: Readings a second of the readings pipeline run beside it (0: the purchases stream alone).
+    readings_rate: int = 0
     #: Every gold output: landing → visible percentiles, and (seconds since the first file, latency) per probe.
     outputs: dict[str, dict[str, float | int | None]] = field(default_factory=dict)
     series: dict[str, list[tuple[float, float]]] = field(default_factory=dict, repr=False)
@@ -104,6 +112,29 @@ def _lines(rate: int, n: int, now: datetime) -> list[str]:
     return lines
 
 
+#: A probe device of the readings pipeline: its id carries the probe's number.
+PROBE_DEVICE = 900_000
+
+
+def _reading_lines(rate: int, n: int, now: datetime) -> list[str]:
+    """``rate`` readings of 50 devices stamped ``now``, and one of the probe device ``dev-<900000 + n>``."""
+    millis = int(now.timestamp() * 1000)
+    sites = ("north", "south", "east", "west")
+    template = '{{"reading_id":"r{n}-{i}","device_id":"dev-{d}","site":"{s}","read_at":{t},"temperature":{c}.5}}'
+    lines = [template.format(n=n, i=i, d=i % 50, s=sites[i % 4], t=millis, c=i % 40) for i in range(rate)]
+    lines.append(template.format(n=n, i="probe", d=PROBE_DEVICE + n, s="north", t=millis, c=20))
+    return lines
+
+
+def _readings_visible(table: Path) -> set[int]:
+    try:
+        keys = DeltaTable(str(table)).to_pyarrow_table(columns=["device_id"]).column("device_id").to_pylist()
+    except Exception:
+        return set()
+    found = (int(k.removeprefix("dev-")) for k in keys if k and k.startswith("dev-"))
+    return {k - PROBE_DEVICE for k in found if k >= PROBE_DEVICE}
+
+
 def outputs(settings: Settings) -> dict[str, tuple[Path, str]]:
     """Every gold output the home keeps → (its table's path, the column a probe's key appears in)."""
     found = {"user_spend_5m": (tumbling_table(settings).path(settings), "user_id")}
@@ -125,20 +156,35 @@ def _streams_running(env: dict[str, str]) -> bool:
     from runtime.stages import stages
     from warehouse.locks import lock_holder
 
-    settings = Settings.from_env(env)
-    names = stages(settings).names
-    return all(lock_holder(settings, name) for name in names) and (settings.home / "tables" / "gold").is_dir()
+    running = True
+    for view in Settings.from_env(env).pipelines():
+        names = stages(view).names
+        running &= all(lock_holder(view, name) for name in names) and (view.tables_dir / "gold").is_dir()
+    return running
 
 
-def measure(rate: int, seconds: float, trigger: int, root: Path, extra_env: dict[str, str] | None = None) -> RateResult:
-    """One rate held for ``seconds``; ``extra_env`` adds settings (a cluster's master, say)."""
-    home = root / f"rate-{rate}"
+def measure(
+    rate: int,
+    seconds: float,
+    trigger: int,
+    root: Path,
+    extra_env: dict[str, str] | None = None,
+    readings: int = 0,
+) -> RateResult:
+    """One rate held for ``seconds``; ``extra_env`` adds settings (a cluster's master, say); ``readings`` > 0
+    runs the readings pipeline beside it at that many readings a second (its output ``readings_1m``)."""
+    home = root / (f"rate-{rate}" + (f"-with-readings-{readings}" if readings else ""))
     env = _environment(home, 50)
     env["LAKEHOUSE_TRIGGER_INTERVAL_SECONDS"] = str(trigger)
+    env["LAKEHOUSE_PIPELINES"] = "purchases,readings" if readings else "purchases"
     env.update(extra_env or {})
     settings = Settings.from_env(env)
     watched = outputs(settings)
-    log = (root / f"rate-{rate}.log").open("w")
+    sensors = settings.for_pipeline("readings") if readings else None
+    if sensors is not None:
+        sensors.ensure_home()
+        watched["readings_1m"] = (sensors.tables_dir / "gold" / "readings_1m", "")
+    log = (home.parent / f"{home.name}.log").open("w")
     stream = subprocess.Popen([_lakehouse_command(), "run", "--continuous"], env=env, stdout=log, stderr=log)
     result = RateResult(rate, seconds, 0, 0, trigger)
     landed: dict[int, float] = {}
@@ -149,7 +195,7 @@ def measure(rate: int, seconds: float, trigger: int, root: Path, extra_env: dict
     def poll() -> None:
         while not stop.wait(0.2):
             for name, (table, column) in watched.items():
-                found = _probes_visible(table, column)
+                found = _readings_visible(table) if name == "readings_1m" else _probes_visible(table, column)
                 now = time.time()
                 for n in found - seen[name].keys():
                     seen[name][n] = now
@@ -169,6 +215,9 @@ def measure(rate: int, seconds: float, trigger: int, root: Path, extra_env: dict
             time.sleep(max(0.0, tick - time.monotonic()))
             lines = _lines(rate, n, datetime.now(UTC))
             place_in_landing(settings, f"fresh-{n:06d}.jsonl", lambda h, lines=lines: h.write("\n".join(lines) + "\n"))
+            if sensors is not None:
+                read = _reading_lines(readings, n, datetime.now(UTC))
+                place_in_landing(sensors, f"fresh-{n:06d}.jsonl", lambda h, read=read: h.write("\n".join(read) + "\n"))
             landed[n] = time.time()
             result.events += rate
             n += 1
@@ -218,29 +267,26 @@ def main() -> None:
     parser.add_argument("--minutes", type=float, default=5.0, help="how long each rate is held")
     parser.add_argument("--trigger", type=int, default=1, help="LAKEHOUSE_TRIGGER_INTERVAL_SECONDS of the run")
     parser.add_argument("--keep", action="store_true", help="keep the scratch homes")
+    parser.add_argument(
+        "--readings", type=int, default=0, help="also run each rate beside the readings pipeline at this many a second"
+    )
     args = parser.parse_args()
     root = REPO_ROOT / ".lakehouse" / f"bench-freshness-{datetime.now(UTC):%Y%m%d-%H%M%S}"
     root.mkdir(parents=True)
     results = []
     try:
         for rate in (int(r) for r in args.rates.split(",")):
-            print(f"holding {rate:,} events/s for {args.minutes:g} min ...", flush=True)
-            result = measure(rate, args.minutes * 60, args.trigger, root)
-            results.append(result)
-            for name, figures in result.outputs.items():
-                print(f"    {name:16s} p50 {figures['p50']} s, p99 {figures['p99']} s, max {figures['max']} s, "
-                      f"missing {figures['missing']}", flush=True)  # fmt: skip
-            print(
-                f"  p50 {result.p50} s, p99 {result.p99} s, max {result.max} s "
-                f"(after the first minute: p50 {result.steady_p50} s, p99 {result.steady_p99} s), probes missing "
-                f"{result.probes_missing}, lag first/last third {result.first_third_p50}/{result.last_third_p50} s, "
-                f"{'kept up' if result.kept_up else 'FELL BEHIND'}",
-                flush=True,
-            )
+            for readings in [0, args.readings] if args.readings else [0]:
+                beside = f" beside {readings:,} readings/s" if readings else ""
+                print(f"holding {rate:,} events/s{beside} for {args.minutes:g} min ...", flush=True)
+                result = measure(rate, args.minutes * 60, args.trigger, root, readings=readings)
+                result.readings_rate = readings
+                results.append(result)
+                _print(result)
     finally:
         if not args.keep:
             shutil.rmtree(root, ignore_errors=True)
-    held = [r.rate for r in results if r.kept_up]
+    held = [r.rate for r in results if r.kept_up and not r.readings_rate]
     report = {
         "timestamp": datetime.now(UTC).isoformat(timespec="seconds"),
         "cpus": os.cpu_count(),
@@ -253,6 +299,19 @@ def main() -> None:
     (RESULTS / "freshness.json").write_text(json.dumps(report, indent=2) + "\n")
     _plot(results)
     print(json.dumps({k: v for k, v in report.items() if k != "rates"}))
+
+
+def _print(result: RateResult) -> None:
+    for name, figures in result.outputs.items():
+        print(f"    {name:16s} p50 {figures['p50']} s, p99 {figures['p99']} s, max {figures['max']} s, "
+              f"missing {figures['missing']}", flush=True)  # fmt: skip
+    print(
+        f"  p50 {result.p50} s, p99 {result.p99} s, max {result.max} s "
+        f"(after the first minute: p50 {result.steady_p50} s, p99 {result.steady_p99} s), probes missing "
+        f"{result.probes_missing}, lag first/last third {result.first_third_p50}/{result.last_third_p50} s, "
+        f"{'kept up' if result.kept_up else 'FELL BEHIND'}",
+        flush=True,
+    )
 
 
 def _plot(results: list[RateResult]) -> None:
@@ -277,7 +336,8 @@ def _plot(results: list[RateResult]) -> None:
         )
         axis.legend(fontsize="small", ncol=2)
         figure.tight_layout()
-        figure.savefig(RESULTS / f"freshness-{result.rate}.png", dpi=110)
+        beside = f"-with-readings-{result.readings_rate}" if result.readings_rate else ""
+        figure.savefig(RESULTS / f"freshness-{result.rate}{beside}.png", dpi=110)
         plt.close(figure)
 
 
