@@ -421,7 +421,10 @@ def replay(
                 progress.update(task, description=f"replaying {report.name}")
 
         result = run_replay(spark, settings, from_version, advance, source, accept_rebuild)
-    render.print_replay(console, result, settings.kafka.topic)
+    from warehouse.catalog import all_tables, catalog_name
+
+    names = {table.name: catalog_name(settings, table) for table in all_tables(settings)}
+    render.print_replay(console, result, settings.kafka.topic, names)
 
 
 @app.command()

@@ -209,8 +209,10 @@ def print_validation(console: Console, summary: Mapping[str, Any]) -> None:
     console.print(f"report: {summary['report']}", highlight=False, soft_wrap=True)
 
 
-def print_replay(console: Console, result: Any, topic: str) -> None:
-    """What a replay (``runtime.replay.ReplayReport``) rebuilt, re-read and swapped in."""
+def print_replay(console: Console, result: Any, topic: str, names: Mapping[str, str] | None = None) -> None:
+    """What a replay (``runtime.replay.ReplayReport``) rebuilt, re-read and swapped in; ``names`` maps a
+    table's name in its pipeline to its catalog name."""
+    names = names or {}
     console.print(reports_table(result.streams, "replay"))
     if result.kafka_offsets:
         ranges = ", ".join(f"{p}: {a:,}..{b - 1:,}" for p, (a, b) in sorted(result.kafka_offsets.items()))
@@ -220,7 +222,7 @@ def print_replay(console: Console, result: Any, topic: str) -> None:
             f"{stream}: batch {batch}, cut off after its bronze commit, recorded as done (its lines were rebuilt)",
             highlight=False,
         )
-    swapped = ", ".join(f"{name}={rows:,}" for name, rows in result.rows_swapped.items())
+    swapped = ", ".join(f"{names.get(name, name)}={rows:,}" for name, rows in result.rows_swapped.items())
     console.print(f"swapped in one commit each: {swapped}", highlight=False)
     console.print(
         f"gold keys changed by the replay: {result.gold_keys_changed:,} (logged as cause=replay); "

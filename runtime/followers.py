@@ -92,7 +92,7 @@ def _turns(followers: Sequence[Stage]) -> list[Stage]:
     return [turn for other in followers[1:] for turn in (followers[0], other)]
 
 
-def _die_with_parent(parent: int) -> None:
+def die_with_parent(parent: int) -> None:
     """Have the kernel kill this process when its parent dies (Linux), then make sure it has not already."""
     # Not Linux: no prctl; the pipe to the parent breaks instead, and the next report fails.
     with contextlib.suppress(OSError, AttributeError):
@@ -103,7 +103,7 @@ def _die_with_parent(parent: int) -> None:
 
 def main() -> None:
     """The child: ``python -m runtime.followers <parent pid> <report fd>``, its job pickled on stdin."""
-    _die_with_parent(int(sys.argv[1]))
+    die_with_parent(int(sys.argv[1]))
     job: FollowerJob = pickle.load(sys.stdin.buffer)
     report = os.fdopen(int(sys.argv[2]), "w", encoding="utf-8", buffering=1)
     # Before the JVM starts, so its threads inherit the niceness too.

@@ -1,12 +1,14 @@
 """Every declared pipeline of a home at once: runs, reconciles and status across pipelines.
 
-Each pipeline keeps its own streams, checkpoints, locks and tables (its settings' view); they share the one
-Spark session (their query names carry the pipeline: ``runtime.progress.query_name``). A bounded run takes
-them one after the other; a continuous run keeps each pipeline's critical path running side by side, each
-with its followers as one pipeline's run has them, until one stop (SIGINT, SIGTERM) ends them all.
+Each pipeline keeps its own streams, checkpoints, locks and tables (its settings' view). A bounded run takes
+them one after the other in the one Spark session (their query names carry the pipeline:
+``runtime.progress.query_name``); a continuous run keeps the first pipeline in this process and each other
+one in a lower-priority process of its own, until one stop (SIGINT, SIGTERM) ends them all.
 """
 
-import signal
+import os
+import subprocess
+import sys
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import replace
@@ -16,7 +18,7 @@ from pyspark.sql import SparkSession
 
 from runtime.checkpoints import checkpoint_dir
 from runtime.progress import StageReport, StreamStatus, query_prefix, stream_status
-from runtime.runner import run_continuous, run_once, run_reconcile
+from runtime.runner import STOP_SECONDS, run_continuous, run_once, run_reconcile
 from runtime.sources.kafka import partition_lag
 from runtime.stages import Stage, reconcile_stage, source_stage, stages
 from warehouse.settings import Settings
@@ -48,47 +50,77 @@ def run_all_continuous(
     on_notice: Callable[[str], None] | None = None,
     stop: threading.Event | None = None,
 ) -> list[StageReport]:
-    """Every pipeline's continuous run side by side until ``stop`` is set or a signal comes; a pipeline whose
-    run fails stops the others, and its failure is raised once all have stopped."""
-    if len(views) == 1:
-        view = views[0]
-        return _named(view, run_continuous(spark, view, stop, source=source_of(view, source), on_notice=on_notice))
+    """Every pipeline's continuous run until ``stop`` is set or a signal comes. The first pipeline runs here;
+    each other one in a process of its own at ``LAKEHOUSE_FOLLOWERS_NICENESS`` (:class:`PipelineProcess`), so
+    on shared cores the kernel serves the first pipeline's critical path before another pipeline's work, as it
+    does before the first one's followers. A pipeline whose run fails stops the others; its failure is raised
+    once all have stopped."""
+    first, others = views[0], list(views[1:])
     stop = stop or threading.Event()
-    previous = {}
-    if threading.current_thread() is threading.main_thread():
-        for signum in (signal.SIGINT, signal.SIGTERM):
-            previous[signum] = signal.signal(signum, lambda *_: stop.set())
-    results: dict[str, list[StageReport]] = {}
-    failures: list[BaseException] = []
+    children = [PipelineProcess(view, source) for view in others]
+    failures: list[str] = []
 
-    def run(view: Settings) -> None:
-        try:
-            results[view.spec.name] = run_continuous(
-                spark, view, stop, source=source_of(view, source), on_notice=on_notice
-            )
-        except BaseException as error:
-            failures.append(error)
-        finally:
-            stop.set()
+    def watch() -> None:
+        while not stop.wait(0.5):
+            for child in children:
+                failure = child.failure()
+                if failure:
+                    failures.append(failure)
+                if child.process.poll() is not None:
+                    stop.set()  # a Ctrl-C reaches the whole process group: it may stop a child first
 
-    threads = [
-        threading.Thread(target=run, args=(view,), name=f"lakehouse-{view.spec.name}", daemon=True) for view in views
-    ]
+    watcher = threading.Thread(target=watch, name="lakehouse-pipelines", daemon=True)
+    watcher.start()
     try:
-        for thread in threads:
-            thread.start()
-        while any(thread.is_alive() for thread in threads):
-            for thread in threads:
-                thread.join(0.2)
+        reports = _named(
+            first, run_continuous(spark, first, stop, source=source_of(first, source), on_notice=on_notice)
+        )
     finally:
         stop.set()
-        for thread in threads:
-            thread.join()
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
+        watcher.join()
+        for child in children:
+            child.stop()
     if failures:
-        raise failures[0]
-    return [report for view in views for report in _named(view, results.get(view.spec.name, []))]
+        raise RuntimeError(failures[0])
+    return reports + [StageReport(f"{child.name}: its own process (see {child.log})") for child in children]
+
+
+class PipelineProcess:
+    """Another pipeline's ``run --continuous``, in a child process (``python -m runtime.pipelines``) at
+    ``LAKEHOUSE_FOLLOWERS_NICENESS``, dying with its parent; its output goes to ``logs/pipeline-<name>.log``."""
+
+    def __init__(self, view: Settings, source: str | None) -> None:
+        self.name = view.spec.name
+        self.log = view.logs_dir / f"pipeline-{self.name}.log"
+        self.log.parent.mkdir(parents=True, exist_ok=True)
+        root = view.root()
+        env = {
+            **os.environ,
+            "LAKEHOUSE_HOME": str(root.home),
+            "LAKEHOUSE_PIPELINES_DIR": str(root.pipelines_dir or "none"),
+            "LAKEHOUSE_PIPELINES": self.name,
+        }
+        command = [sys.executable, "-m", "runtime.pipelines", str(os.getpid()), source_of(view, source)]
+        with self.log.open("ab") as log:
+            self.process = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
+        self._stopping = False
+
+    def failure(self) -> str | None:
+        """One line when the child ended without being asked to."""
+        code = self.process.poll()
+        if not code or self._stopping:
+            return None
+        return f"the {self.name} pipeline's run ended (exit status {code}); see {self.log}"
+
+    def stop(self) -> None:
+        self._stopping = True
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(STOP_SECONDS)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
 
 
 def reconcile_all(
@@ -130,3 +162,23 @@ def kafka_status(settings: Settings, stage: Stage) -> StreamStatus:
     except Exception:
         return replace(status, backlog=-1, backlog_unit="messages (broker not reachable)")
     return replace(status, backlog=sum(lag.values()))
+
+
+def main() -> None:
+    """The child: ``python -m runtime.pipelines <parent pid> <source>``, the pipeline ``LAKEHOUSE_PIPELINES``
+    names run continuously until SIGTERM or SIGINT."""
+    from runtime.followers import die_with_parent
+    from warehouse.session import spark_session
+
+    die_with_parent(int(sys.argv[1]))
+    (view,) = Settings.from_env().pipelines()
+    # Before the JVM starts, so its threads inherit the niceness too.
+    os.nice(view.streams.followers_niceness)
+    spark = spark_session(view.root())
+    reports = run_continuous(spark, view, source=sys.argv[2], on_notice=lambda line: print(line, flush=True))
+    for report in reports:
+        print(f"{report.name}: {report.batches} batches, {report.seconds:.1f} s, {report.figures}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
