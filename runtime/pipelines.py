@@ -51,10 +51,10 @@ def run_all_continuous(
     stop: threading.Event | None = None,
 ) -> list[StageReport]:
     """Every pipeline's continuous run until ``stop`` is set or a signal comes. The first pipeline runs here;
-    each other one in a process of its own at ``LAKEHOUSE_FOLLOWERS_NICENESS`` (:class:`PipelineProcess`), so
-    on shared cores the kernel serves the first pipeline's critical path before another pipeline's work, as it
-    does before the first one's followers. A pipeline whose run fails stops the others; its failure is raised
-    once all have stopped."""
+    each other one in a process of its own at half ``LAKEHOUSE_FOLLOWERS_NICENESS`` (:class:`PipelineProcess`),
+    so on shared cores the kernel serves the first pipeline's critical path first, then the others', then the
+    followers of each. A pipeline whose run fails stops the others; its failure is raised once all have
+    stopped."""
     first, others = views[0], list(views[1:])
     stop = stop or threading.Event()
     children = [PipelineProcess(view, source) for view in others]
@@ -86,7 +86,7 @@ def run_all_continuous(
 
 
 class PipelineProcess:
-    """Another pipeline's ``run --continuous``, in a child process (``python -m runtime.pipelines``) at
+    """Another pipeline's ``run --continuous``, in a child process (``python -m runtime.pipelines``) at half
     ``LAKEHOUSE_FOLLOWERS_NICENESS``, dying with its parent; its output goes to ``logs/pipeline-<name>.log``."""
 
     def __init__(self, view: Settings, source: str | None) -> None:
@@ -172,8 +172,9 @@ def main() -> None:
 
     die_with_parent(int(sys.argv[1]))
     (view,) = Settings.from_env().pipelines()
-    # Before the JVM starts, so its threads inherit the niceness too.
-    os.nice(view.streams.followers_niceness)
+    # Before the JVM starts, so its threads inherit it too. Half the followers' niceness: on shared cores the first
+    # pipeline's critical path goes first, then this one's, then every pipeline's followers (its own add theirs).
+    os.nice(view.streams.followers_niceness // 2)
     spark = spark_session(view.root())
     reports = run_continuous(spark, view, source=sys.argv[2], on_notice=lambda line: print(line, flush=True))
     for report in reports:

@@ -76,7 +76,6 @@ from warehouse.catalog import (
     SILVER_DUPLICATES,
     SILVER_QUARANTINE,
     Table,
-    all_tables,
     corrections_log,
     events_table,
     global_table,
@@ -153,7 +152,7 @@ def run_replay(
     if accept_rebuild:
         locked = list(dict.fromkeys([*live.names, KAFKA_STAGE, *rebuilt, GOLD_LOCK, DERIVED_LOCK]))
         with hold_all(settings, locked, purpose="a rebuild"):
-            _retire_derived(settings, stamp, rebuilt)
+            _retire_derived(settings, stamp)
     rebuilt += [source_stage(source).name] if source in SOURCES else []
     prepare(spark, settings, allow_interrupted_swap=True, rebuilt=rebuilt, accept_rebuild=accept_rebuild)
     names = [*live.names, KAFKA_STAGE, reconcile_stage(settings).name, GOLD_LOCK, DERIVED_LOCK]
@@ -183,16 +182,20 @@ def run_replay(
     return report
 
 
-def _retire_derived(settings: Settings, stamp: str, streams: list[str]) -> None:
-    """Move every table but bronze and the checkpoints of ``streams`` into ``retired/<stamp>/``: what was
-    built under the old spec is kept, out of the way of what the new one builds."""
+def _retire_derived(settings: Settings, stamp: str) -> None:
+    """Move every table but bronze and every checkpoint but the source streams' into ``retired/<stamp>/``: what
+    was built under the old spec is kept, out of the way of what the new one builds."""
     retired = settings.under("retired", stamp).data_root()
-    for table in all_tables(settings):
-        if table.name != BRONZE_EVENTS.name and is_delta_table(table.path(settings)):
-            move_tree(table.path(settings), retired / "tables" / table.layer / table.short_name)
-    for stream in dict.fromkeys(streams):
-        if (settings.checkpoints_dir / stream).exists():
-            move_tree(settings.checkpoints_dir / stream, retired / "checkpoints" / stream)
+    # Every table folder, not only the new spec's: the old tumbling size's tables are named apart.
+    bronze = BRONZE_EVENTS.path(settings)
+    for layer in sorted(settings.tables_dir.iterdir()) if settings.tables_dir.exists() else []:
+        for table in sorted(layer.iterdir()):
+            if str(table) != str(bronze) and is_delta_table(table):
+                move_tree(table, retired / "tables" / layer.name / table.name)
+    kept = {LANDING_STAGE, KAFKA_STAGE}
+    for checkpoint in sorted(settings.checkpoints_dir.iterdir()) if settings.checkpoints_dir.exists() else []:
+        if checkpoint.name not in kept:
+            move_tree(checkpoint, retired / "checkpoints" / checkpoint.name)
 
 
 def _settle_cut_off_batches(settings: Settings) -> dict[str, int]:

@@ -35,6 +35,7 @@ from tests import reference
 from warehouse.catalog import all_tables, catalog_name, tumbling_table
 from warehouse.inspect import catalog_states
 from warehouse.settings import Settings
+from warehouse.spec_changes import SpecChangeError
 
 pytestmark = pytest.mark.xdist_group("declared_pipelines")
 
@@ -157,7 +158,7 @@ def valid_shipment(line: str) -> dict | None:
     if carrier is not None and not (isinstance(carrier, str) and carrier.isupper() and 2 <= len(carrier) <= 4):
         return None
     moment = datetime.fromisoformat(scanned_at.replace("Z", "+00:00"))
-    return {"scan_id": scan_id, "warehouse": warehouse, "at": moment, "weight": weight, "fee": fee}
+    return {"scan_id": scan_id, "warehouse": warehouse, "at": moment, "weight": weight, "fee": fee, "carrier": carrier}
 
 
 def oracle_events(rounds: list[list[str]]) -> tuple[list[dict], int, int]:
@@ -319,6 +320,20 @@ def test_a_declared_stream_is_exact_beside_the_purchases_stream(spark, lakehouse
     assert gold_windows(shipments, tumbling) == expected
     assert gold_windows(shipments, hopping) == oracle_windows(events, 30, 10)
     assert {s.name: s.version for s in catalog_states(root, ("purchases",))} == purchases_versions
+
+    # A spec change that breaks the stored state (the tumbling size) is refused in one line while the pipeline
+    # has data; a rebuild under the new spec (replay --accept-rebuild) sets the old tables aside and is exact.
+    specs = shipments.pipelines_dir
+    wider = SPEC.replace("tumbling: 10m", "tumbling: 20m").replace("{size: 30m, slide: 10m}", "{size: 60m, slide: 20m}")
+    (specs / "shipments.yaml").write_text(wider)
+    changed = Settings.from_env({**os.environ, "LAKEHOUSE_HOME": str(root.home), "LAKEHOUSE_PIPELINES_DIR": str(specs)})
+    rebuilt = replace(changed, gold_outputs=frozenset()).for_pipeline("shipments")
+    with pytest.raises(SpecChangeError, match=r"^pipeline shipments: the tumbling window changed from '10m' to '20m'"):
+        run_all_once(spark, [rebuilt])
+    run_replay(spark, rebuilt, accept_rebuild=True)
+    assert gold_windows(rebuilt, tumbling_table(rebuilt)) == oracle_windows(events, 20, 20)
+    assert tumbling_table(rebuilt).name == "gold.shipments_20m"
+    assert any((rebuilt.home / "retired").iterdir())
 
 
 def _rows(path: Path) -> list[dict]:
