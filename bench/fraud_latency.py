@@ -47,6 +47,7 @@ def _environment(home: Path, trigger: int) -> dict[str, str]:
     env = dict(os.environ)
     env["LAKEHOUSE_HOME"] = str(home)
     env["LAKEHOUSE_TRIGGER_INTERVAL_SECONDS"] = str(trigger)
+    env.setdefault("LAKEHOUSE_PIPELINES", "purchases")  # the purchases stream's fraud alerts are measured
     # This checkout's code, in the CLI and in Spark's Python workers (which import the processors).
     env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT), *filter(None, [env.get("PYTHONPATH")])])
     env.setdefault("PYSPARK_PYTHON", sys.executable)

@@ -93,6 +93,8 @@ def _environment(home: Path, files_per_trigger: int) -> dict[str, str]:
     env["LAKEHOUSE_HOME"] = str(home)
     env["LAKEHOUSE_MAX_FILES_PER_TRIGGER"] = str(files_per_trigger)
     env.setdefault("PYSPARK_PYTHON", sys.executable)
+    # The benches measure the purchases stream (bench.freshness --readings adds the second pipeline itself).
+    env.setdefault("LAKEHOUSE_PIPELINES", "purchases")
     return env
 
 

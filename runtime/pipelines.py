@@ -18,7 +18,7 @@ from pyspark.sql import SparkSession
 
 from runtime.checkpoints import checkpoint_dir
 from runtime.progress import StageReport, StreamStatus, query_prefix, stream_status
-from runtime.runner import STOP_SECONDS, run_continuous, run_once, run_reconcile
+from runtime.runner import run_continuous, run_once, run_reconcile, stop_child
 from runtime.sources.kafka import partition_lag
 from runtime.stages import Stage, reconcile_stage, source_stage, stages
 from warehouse.settings import Settings
@@ -114,13 +114,7 @@ class PipelineProcess:
 
     def stop(self) -> None:
         self._stopping = True
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(STOP_SECONDS)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        stop_child(self.process)
 
 
 def reconcile_all(

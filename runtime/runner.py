@@ -438,14 +438,19 @@ class FollowerProcess:
     def stop(self) -> None:
         """Ask the process to stop its queries (a batch cut off mid-way is re-run by the next start), and wait."""
         self._stopping = True
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(STOP_SECONDS)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        stop_child(self.process)
         self._reader.join(timeout=5)
+
+
+def stop_child(process: subprocess.Popen) -> None:
+    """SIGTERM a child run (it stops its queries cleanly), wait up to :data:`STOP_SECONDS`, then kill it."""
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(STOP_SECONDS)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
 
 
 #: How often a continuous run's main thread looks at its source query (failures, idleness, progress).

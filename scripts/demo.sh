@@ -26,10 +26,10 @@ JSON
 echo '{"event_id": "a3", "user_id": "A", "event_time": "2024-01-01T10:01:00Z", "amount": 1}' > "$scratch/too-late.jsonl"
 say "1. The seeds' example: A 10:00→5, B 10:02→3, A 10:04→2, B 10:06→1; C 13:00"
 echo "   (C at 13:00 moves the watermark past every window above)"
-lakehouse ingest "$scratch/first.jsonl"
+lakehouse ingest --pipeline purchases "$scratch/first.jsonl"
 lakehouse run --once
 say "Then the too-late event A 10:01→1: its window [10:00, 10:05) closed long ago"
-lakehouse ingest "$scratch/too-late.jsonl"
+lakehouse ingest --pipeline purchases "$scratch/too-late.jsonl"
 lakehouse run --once
 lakehouse show gold.user_spend_5m
 lakehouse show silver.late_events
@@ -48,10 +48,10 @@ LAKEHOUSE_HOME="$scratch/gen" lakehouse generate --pipeline readings --events 30
   --late 0.03 --seed "$seed" > /dev/null
 files=("$scratch"/gen/landing/*.jsonl)
 readings=("$scratch"/gen/pipelines/readings/landing/*.jsonl)
-lakehouse ingest "${files[@]:0:2}"
+lakehouse ingest --pipeline purchases "${files[@]:0:2}"
 lakehouse ingest --pipeline readings "${readings[@]:0:2}"
 lakehouse run --once
-lakehouse ingest "${files[@]:2}"
+lakehouse ingest --pipeline purchases "${files[@]:2}"
 lakehouse ingest --pipeline readings "${readings[@]:2}"
 lakehouse run --once
 lakehouse reconcile

@@ -20,7 +20,6 @@ import functools
 import json
 import re
 from collections.abc import Iterable
-from datetime import timedelta
 from decimal import Decimal
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -223,25 +222,6 @@ class PipelineSpec(_Strict):
     @property
     def is_first(self) -> bool:
         return self.name == FIRST_PIPELINE
-
-    @property
-    def id_field(self) -> str:
-        return self.id
-
-    @property
-    def time_field(self) -> str:
-        return self.time.field
-
-    @property
-    def tumbling_seconds(self) -> int:
-        return seconds(self.windows.tumbling)
-
-    @property
-    def allowed_lateness(self) -> timedelta:
-        return timedelta(seconds=seconds(self.windows.allowed_lateness))
-
-    def field(self, name: str) -> FieldSpec:
-        return self.fields[name]
 
     def declared(self) -> dict[str, Any]:
         """The spec as declared (defaults filled in): what ``lakehouse pipelines --json`` prints."""
