@@ -4,10 +4,15 @@ VENV := .venv
 BIN := $(VENV)/bin
 export PYSPARK_PYTHON := $(abspath $(BIN)/python)
 
-.PHONY: setup demo test test-fast fuzz lint ui bench concurrency chaos soak clean-home lock audit
+.PHONY: setup system-packages demo test test-fast fuzz lint ui bench concurrency chaos soak clean-home lock audit
 
 setup:
 	@bash scripts/setup.sh
+
+# What only the tests need from the system (Chromium for the browser tests, PostgreSQL's server): Debian's
+# packages, installed once when missing, each with one line saying why. The demo never installs them.
+system-packages:
+	@bash scripts/system-packages.sh chromium postgresql
 
 demo: setup
 	@bash scripts/demo.sh
@@ -15,9 +20,9 @@ demo: setup
 # Two worker processes (one SparkSession each), tests handed out one by one (a module sharing a fixture
 # stays on one worker, `xdist_group`): most tests wait on JVM start-up, subprocesses, sensors and a
 # browser, so two share the two cores well.
-test: setup
+test: setup system-packages
 	$(BIN)/ruff check .
-	$(BIN)/python -m pytest -n 2 --dist loadgroup --durations=20
+	$(BIN)/python -m pytest -n 2 --dist loadgroup --durations=0 --durations-min=15
 
 # The edit loop: the unit tier (no JVM) and the Spark tests of a few seconds (`quick`), under 3 minutes on 2 cores.
 # `make test` still runs every tier.

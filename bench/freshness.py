@@ -170,10 +170,12 @@ def measure(
     root: Path,
     extra_env: dict[str, str] | None = None,
     readings: int = 0,
+    round_number: int = 1,
 ) -> RateResult:
-    """One rate held for ``seconds``; ``extra_env`` adds settings (a cluster's master, say); ``readings`` > 0
-    runs the readings pipeline beside it at that many readings a second (its output ``readings_1m``)."""
-    home = root / (f"rate-{rate}" + (f"-with-readings-{readings}" if readings else ""))
+    """One rate held for ``seconds``, in a scratch home of its own; ``extra_env`` adds settings (a cluster's
+    master, say); ``readings`` > 0 runs the readings pipeline beside it at that many readings a second (its
+    output ``readings_1m``)."""
+    home = root / (f"rate-{rate}" + (f"-with-readings-{readings}" if readings else "") + f"-round-{round_number}")
     env = _environment(home, 50)
     env["LAKEHOUSE_TRIGGER_INTERVAL_SECONDS"] = str(trigger)
     env["LAKEHOUSE_PIPELINES"] = "purchases,readings" if readings else "purchases"
@@ -270,16 +272,21 @@ def main() -> None:
     parser.add_argument(
         "--readings", type=int, default=0, help="also run each rate beside the readings pipeline at this many a second"
     )
+    parser.add_argument(
+        "--rounds", type=int, default=1, help="with --readings: alone and beside, alternated this many times"
+    )
     args = parser.parse_args()
     root = REPO_ROOT / ".lakehouse" / f"bench-freshness-{datetime.now(UTC):%Y%m%d-%H%M%S}"
     root.mkdir(parents=True)
     results = []
     try:
         for rate in (int(r) for r in args.rates.split(",")):
-            for readings in [0, args.readings] if args.readings else [0]:
+            sides = [0, args.readings] * max(1, args.rounds) if args.readings else [0]
+            for number, readings in enumerate(sides):
                 beside = f" beside {readings:,} readings/s" if readings else ""
                 print(f"holding {rate:,} events/s{beside} for {args.minutes:g} min ...", flush=True)
-                result = measure(rate, args.minutes * 60, args.trigger, root, readings=readings)
+                result = measure(rate, args.minutes * 60, args.trigger, root, readings=readings,
+                                 round_number=number // 2 + 1)  # fmt: skip
                 result.readings_rate = readings
                 results.append(result)
                 _print(result)
@@ -287,12 +294,19 @@ def main() -> None:
         if not args.keep:
             shutil.rmtree(root, ignore_errors=True)
     held = [r.rate for r in results if r.kept_up and not r.readings_rate]
+    ratios = _beside_over_alone(results)
+    for line in ratios:
+        print(f"  {line['rate']:,} events/s, purchases beside readings over alone (medians of "
+              f"{line['rounds']} rounds, after the first minute): p50 {line['p50_ratio']}x, "
+              f"p99 {line['p99_ratio']}x", flush=True)  # fmt: skip
     report = {
         "timestamp": datetime.now(UTC).isoformat(timespec="seconds"),
         "cpus": os.cpu_count(),
         "minutes": args.minutes,
         "target_p99_seconds": TARGET_P99_SECONDS,
         "highest_rate_kept_up": max(held) if held else None,
+        "load_average": os.getloadavg(),
+        **({"beside_over_alone": ratios} if ratios else {}),
         "rates": [{k: v for k, v in asdict(r).items() if k not in ("latencies", "series")} for r in results],
     }
     RESULTS.mkdir(parents=True, exist_ok=True)
@@ -301,6 +315,22 @@ def main() -> None:
     (RESULTS / name).write_text(json.dumps(report, indent=2) + "\n")
     _plot(results)
     print(json.dumps({k: v for k, v in report.items() if k != "rates"}))
+
+
+def _beside_over_alone(results: list[RateResult]) -> list[dict]:
+    """Per rate: the purchases stream's steady p50 and p99 beside the readings pipeline over alone, each side
+    the median of its rounds (alternated, so a noisy stretch of a shared machine weighs on both)."""
+    ratios = []
+    for rate in sorted({r.rate for r in results if r.readings_rate}):
+        alone = [r for r in results if r.rate == rate and not r.readings_rate]
+        beside = [r for r in results if r.rate == rate and r.readings_rate]
+        row: dict = {"rate": rate, "rounds": min(len(alone), len(beside))}
+        for figure in ("steady_p50", "steady_p99"):
+            sides = [statistics.median(getattr(r, figure) for r in side) for side in (alone, beside)]
+            row[f"alone_{figure}"], row[f"beside_{figure}"] = sides
+            row[f"{figure.removeprefix('steady_')}_ratio"] = round(sides[1] / sides[0], 2) if sides[0] else None
+        ratios.append(row)
+    return ratios
 
 
 def _print(result: RateResult) -> None:

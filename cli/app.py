@@ -25,7 +25,7 @@ Pipelines = Annotated[
 #: ``--pipeline`` where a command acts on exactly one.
 OnePipeline = Annotated[
     str | None,
-    typer.Option("--pipeline", "-p", help="The declared pipeline (needed when more than one is selected)."),
+    typer.Option("--pipeline", "-p", help="The declared pipeline (default: the first, purchases, when selected)."),
 ]
 
 app = typer.Typer(

@@ -76,9 +76,12 @@ def pipeline_views(settings: Settings, names: list[str] | None) -> list[Settings
 
 
 def one_pipeline(settings: Settings, name: str | None, doing: str) -> Settings:
-    """The one pipeline a command acts on: ``--pipeline``, or the only one selected; else one line naming
-    the choices."""
+    """The one pipeline a command acts on: ``--pipeline``, else the first declared one when it is selected
+    (the contract's bare ``ingest`` and ``replay`` act on the purchases stream, as they always did), else
+    the only one selected; else one line naming the choices."""
     views = settings.pipelines(() if name is None else (name,))
+    if len(views) > 1 and views[0].pipeline is None:
+        return views[0]
     if len(views) > 1:
         choices = ", ".join(view.spec.name for view in views)
         raise ValueError(f"{doing} one pipeline: pass --pipeline with one of {choices}")

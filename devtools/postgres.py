@@ -20,7 +20,7 @@ from typing import Any
 
 from devtools.daemons import answers
 from warehouse.setting_groups import DAGSTER_PG_PASSWORD_VARIABLE
-from warehouse.settings import Settings
+from warehouse.settings import REPO_ROOT, Settings
 
 _HOST = "127.0.0.1"
 START_SECONDS = 60
@@ -40,9 +40,27 @@ def binaries() -> Path:
     )
     if not versions:
         raise PostgresError(
-            "PostgreSQL's server is not installed (Debian: apt-get install postgresql; make setup does it)"
+            "PostgreSQL's server is not installed (Debian: apt-get install postgresql; `lakehouse postgres up` "
+            "and make test do it)"
         )
     return versions[-1].parent
+
+
+def install_server() -> None:
+    """Install Debian's PostgreSQL server when it is missing (``scripts/system-packages.sh``, which says so in
+    one line): only ``up`` needs it, so only ``up`` installs it."""
+    try:
+        binaries()
+        return
+    except PostgresError:
+        pass
+    done = subprocess.run(
+        ["bash", str(REPO_ROOT / "scripts" / "system-packages.sh"), "postgresql"],
+        stdin=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, check=False,
+    )  # fmt: skip
+    if done.returncode != 0:
+        told = done.stderr.strip().splitlines()
+        raise PostgresError(told[-1].removeprefix("setup: ") if told else "could not install PostgreSQL's server")
 
 
 def _data(settings: Settings) -> Path:
@@ -189,6 +207,7 @@ def up(settings: Settings) -> bool:
         raise PostgresError(
             f"{_HOST}:{dagster.pg_port} is already taken by another process; stop it or set LAKEHOUSE_DAGSTER_PG_PORT"
         )
+    install_server()
     _prepare_folder(settings)
     if not (_data(settings) / "PG_VERSION").exists():
         _initialise(settings, password)

@@ -14,6 +14,11 @@ once per batch; the child holds the followers' stream locks, the parent the crit
 with its parent (``PR_SET_PDEATHSIG``: a SIGKILL of the run kills it too, as it would a thread), stops
 cleanly on SIGTERM or SIGINT, and tells the parent its figures (one JSON line per cycle that ran batches) and
 any failure (one line) over a pipe; its own output goes to ``logs/followers.log``.
+
+A run of several pipelines keeps this shape: the first pipeline's critical path in the parent, and every
+other pipeline (its source stream, carrying its lines to its tumbling table, then its followers) in this
+child's cycles, after the first's fraud alerts and before the first's other followers. Two JVMs, whatever
+the number of pipelines.
 """
 
 import contextlib
@@ -27,13 +32,25 @@ import threading
 import time
 import traceback
 from collections.abc import Callable, Sequence
+from contextlib import ExitStack
+from dataclasses import dataclass
 from functools import partial
 
 from pyspark.sql import SparkSession
 
 from runtime.faults import retry_slow_start
-from runtime.progress import StageReport, recorder_for
-from runtime.runner import CONTINUOUS_RUN, FollowerJob, drain_stage, has_new_input
+from runtime.progress import StageReport, query_prefix, recorder_for
+from runtime.runner import (
+    CONTINUOUS_RUN,
+    IDLE_ADVANCE,
+    IDLE_CHECK_SECONDS,
+    FollowerJob,
+    Notices,
+    advance_idle_watermark,
+    broker_down,
+    drain_stage,
+    has_new_input,
+)
 from runtime.stages import FRAUD_STAGE, Stage, stages
 from warehouse.locks import hold_all
 from warehouse.session import spark_session
@@ -49,47 +66,129 @@ def follow(
     stop: threading.Event,
     run_id: str | None = None,
     on_change: Callable[[dict[str, StageReport]], None] | None = None,
+    others: Sequence[tuple[Settings, str]] = (),
 ) -> dict[str, StageReport]:
     """Run the followers in cycles until ``stop`` is set: each with new input runs its query over what is
     there (``availableNow``), fraud alerts first; a cycle that found nothing waits the trigger interval.
+    ``others`` are the run's other pipelines (settings view, source), tended here whole: each cycle starts
+    with their source streams (carrying their lines to their tumbling tables, as the critical path does),
+    and their followers come after this pipeline's.
 
     A cycle, not queries that keep running: starved of CPU by the critical path, a follower's next batch
     simply takes more rows, where queries side by side would each pay their fixed cost per trigger
-    (decision 44's figures)."""
-    followers = stages(settings, source).followers
-    reports = {stage.name: StageReport(stage.name) for stage in followers}
-    recorder = recorder_for(spark, settings)
-    if run_id is not None:
-        recorder.run_id = run_id
-    with hold_all(settings, [stage.name for stage in followers], purpose=CONTINUOUS_RUN):
+    (decision 44's figures). Another pipeline here rather than in a process of its own: one JVM beside
+    the critical path, whatever the number of pipelines, takes from the first pipeline no more than its
+    followers already did (decision 63's figures)."""
+    tended = [Tended.of(settings, source, own=True), *(Tended.of(view, way, own=False) for view, way in others)]
+    recorders = [recorder_for(spark, pipeline.settings) for pipeline in tended]
+    for recorder in recorders:
+        recorder.run_id = run_id or recorder.run_id
+    reports: dict[str, StageReport] = {}
+    for pipeline in tended:
+        reports.update(pipeline.reports)
+    notices = Notices(lambda line: print(line, flush=True))
+    with ExitStack() as held:
+        for pipeline in tended:
+            held.enter_context(hold_all(pipeline.settings, pipeline.lock_names, purpose=CONTINUOUS_RUN))
         try:
             while not stop.is_set():
                 started = time.monotonic()
                 worked = False
-                for stage in _turns(followers):
+                for pipeline, stage in _turns(tended):
                     if stop.is_set():
                         break
-                    if has_new_input(settings, stage):
-                        worked = True
-                        drain = partial(drain_stage, spark, settings, stage, reports[stage.name], stop)
-                        retry_slow_start(drain, stage.name, stop.wait)
+                    worked |= pipeline.turn(spark, stage, stop, notices)
+                for pipeline in tended[1:]:
+                    worked |= pipeline.advance_idle(spark)
                 if worked and on_change:
                     on_change(reports)
-                recorder.flush_if_due()
+                for recorder in recorders:
+                    recorder.flush_if_due()
                 if not worked:
                     stop.wait(max(0.0, settings.streams.trigger_interval_seconds - (time.monotonic() - started)))
         finally:
-            recorder.flush()
+            for recorder in recorders:
+                recorder.flush()
     return reports
 
 
-def _turns(followers: Sequence[Stage]) -> list[Stage]:
-    """A cycle's order: the first follower (fraud alerts, whose point is being early) again before each of
-    the others, so a fraud alert waits for one other follower's batch at most, not for the whole cycle.
+@dataclass
+class Tended:
+    """One pipeline as the followers' process tends it: the streams it runs here and their reports (named as
+    the user sees them: another pipeline's carry its name, ``readings:bronze_events``)."""
+
+    settings: Settings
+    #: Another pipeline's source stream (its critical path); None for the parent's own pipeline.
+    source: Stage | None
+    followers: tuple[Stage, ...]
+    lock_names: list[str]
+    reports: dict[str, StageReport]
+    next_idle_check: float = 0.0
+
+    @classmethod
+    def of(cls, settings: Settings, source: str, own: bool) -> "Tended":
+        pipeline = stages(settings, source)
+        streams = pipeline.followers if own else tuple(pipeline)
+        locks = [name for stage in streams for name in stage.lock_names(settings)]
+        prefix = query_prefix(settings)
+        reports = {prefix + stage.name: StageReport(prefix + stage.name) for stage in streams}
+        return cls(settings, None if own else pipeline.source, pipeline.followers, locks, reports)
+
+    def report(self, stage: Stage) -> StageReport:
+        return self.reports[query_prefix(self.settings) + stage.name]
+
+    def turn(self, spark: SparkSession, stage: Stage, stop: threading.Event, notices: Notices) -> bool:
+        """Run the stage over what its source holds now; False when it holds nothing new. Another pipeline's
+        Kafka source waits out a broker outage (told once each way), as the critical path's does."""
+        kafka = stage is self.source and stage.source == "kafka"
+        try:
+            if not has_new_input(self.settings, stage):
+                if kafka:
+                    notices.broker(self.settings, None)
+                return False
+        except Exception as error:
+            if not kafka:
+                raise
+            notices.broker(self.settings, error)
+            return False
+        drain = partial(drain_stage, spark, self.settings, stage, self.report(stage), stop)
+        try:
+            retry_slow_start(drain, self.report(stage).name, stop.wait)
+        except Exception:
+            # A batch cut off by a broker outage never committed: the next cycle re-runs it from its offsets.
+            if not kafka or not broker_down(self.settings, stage, notices):
+                raise
+        return True
+
+    def advance_idle(self, spark: SparkSession) -> bool:
+        """Another pipeline's idle-advancing watermark, looked at every ``IDLE_CHECK_SECONDS`` (the parent
+        does its own pipeline's); its derived windows take the advance in the next cycle."""
+        if self.source is None or time.monotonic() < self.next_idle_check:
+            return False
+        interval = max(self.settings.streams.trigger_interval_seconds, IDLE_CHECK_SECONDS)
+        self.next_idle_check = time.monotonic() + interval
+        idle = advance_idle_watermark(spark, self.settings, stage_locked=True, follow=False)
+        if idle is None:
+            return False
+        name = query_prefix(self.settings) + IDLE_ADVANCE
+        self.reports.setdefault(name, StageReport(name)).add(idle.figures, idle.seconds)
+        return True
+
+
+def _turns(tended: Sequence[Tended]) -> list[tuple[Tended, Stage]]:
+    """A cycle's order: the streams whose point is being early (the other pipelines' source streams, their
+    critical paths, and this one's fraud alerts) take a turn before each other follower, so they wait for one
+    follower's batch at most, not for the whole cycle; the followers come in turn, this pipeline's first.
     A turn with nothing new costs a look at files, no Spark job."""
-    if len(followers) < 2 or followers[0].name != FRAUD_STAGE:
-        return list(followers)
-    return [turn for other in followers[1:] for turn in (followers[0], other)]
+    own, others = tended[0], tended[1:]
+    early = [(pipeline, pipeline.source) for pipeline in others if pipeline.source is not None]
+    followers = list(own.followers)
+    if followers and followers[0].name == FRAUD_STAGE:
+        early.append((own, followers.pop(0)))
+    rest = [(own, stage) for stage in followers] + [(p, stage) for p in others for stage in p.followers]
+    if not rest:
+        return early
+    return [turn for other in rest for turn in (*early, other)]
 
 
 def die_with_parent(parent: int) -> None:
@@ -118,7 +217,7 @@ def main() -> None:
 
     try:
         spark = spark_session(job.settings)
-        tell(follow(spark, job.settings, job.source, stop, job.run_id, tell))
+        tell(follow(spark, job.settings, job.source, stop, job.run_id, tell, job.others))
     except BaseException as error:
         traceback.print_exc()
         first = str(error).strip().splitlines()[0] if str(error).strip() else ""

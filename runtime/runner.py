@@ -291,11 +291,13 @@ def run_continuous(
     on_progress: Callable[[list[StageReport]], None] | None = None,
     source: str = "landing",
     on_notice: Callable[[str], None] | None = None,
+    others: Sequence[tuple[Settings, str]] = (),
 ) -> list[StageReport]:
     """Run the pipeline until ``stop`` is set or a signal comes: the critical path (bronze, silver, the
     tumbling table) in one query that keeps running, and the followers (fraud alerts, the derived windows,
     the join, distinct URLs) in cycles of their own in a process of their own (``runtime.followers``), at a
-    lower CPU priority.
+    lower CPU priority. ``others`` (settings view, source) are other pipelines, prepared by the caller: the
+    followers' process runs them whole, in its cycles.
 
     The source stream's query runs for the whole run (a trigger every ``trigger_interval_seconds``, no
     start per batch), and each of its micro-batches carries a landed line all the way to the tumbling
@@ -317,7 +319,7 @@ def run_continuous(
     next_idle_check = 0.0
     recorder = recorder_for(spark, settings)
     recorder.start_continuous_run()
-    notices = _Notices(on_notice)
+    notices = Notices(on_notice)
     followers: FollowerProcess | None = None
 
     def all_reports() -> list[StageReport]:
@@ -328,8 +330,8 @@ def run_continuous(
     critical = _SourceQuery(spark, settings, pipeline.source, report, notices)
     try:
         with hold_all(settings, pipeline.source.lock_names(settings), purpose=CONTINUOUS_RUN):
-            if pipeline.followers:
-                followers = FollowerProcess(settings, source, recorder.run_id)
+            if pipeline.followers or others:
+                followers = FollowerProcess(settings, source, recorder.run_id, others)
             try:
                 while not stop.is_set():
                     critical.keep_running()
@@ -379,6 +381,8 @@ class FollowerJob:
     settings: Settings
     source: str
     run_id: str
+    #: Other pipelines the child runs whole: (settings view, source).
+    others: tuple[tuple[Settings, str], ...] = ()
 
 
 def followers_log(settings: Settings) -> Path:
@@ -388,7 +392,9 @@ def followers_log(settings: Settings) -> Path:
 class FollowerProcess:
     """The parent's handle on the followers' process: start it, read its figures, learn of its failure, stop it."""
 
-    def __init__(self, settings: Settings, source: str, run_id: str) -> None:
+    def __init__(
+        self, settings: Settings, source: str, run_id: str, others: Sequence[tuple[Settings, str]] = ()
+    ) -> None:
         self.settings = settings
         self.reports: dict[str, StageReport] = {}
         self.error: str | None = None
@@ -406,7 +412,7 @@ class FollowerProcess:
             )
         os.close(writing)
         assert self.process.stdin is not None
-        self.process.stdin.write(pickle.dumps(FollowerJob(settings, source, run_id)))
+        self.process.stdin.write(pickle.dumps(FollowerJob(settings, source, run_id, tuple(others))))
         self.process.stdin.close()
         self._reader = threading.Thread(target=self._read, args=(reading,), name="lakehouse-followers", daemon=True)
         self._reader.start()
@@ -462,7 +468,7 @@ class _SourceQuery:
     broker outage (or the re-run quirk in :func:`drain_stage`); any other failure stops the run."""
 
     def __init__(
-        self, spark: SparkSession, settings: Settings, stage: Stage, report: StageReport, notices: "_Notices"
+        self, spark: SparkSession, settings: Settings, stage: Stage, report: StageReport, notices: "Notices"
     ) -> None:
         self.spark, self.settings, self.stage, self.report, self.notices = spark, settings, stage, report, notices
         self.batch_lock = threading.Lock()
@@ -496,24 +502,29 @@ class _SourceQuery:
         )
 
     def _broker_down(self) -> bool:
-        try:
-            partition_lag(self.settings, checkpoint_dir(self.settings, self.stage))
-        except Exception as error:
-            self.notices.broker(self.settings, error)
-            return True
-        self.notices.broker(self.settings, None)
-        return False
+        return broker_down(self.settings, self.stage, self.notices)
 
     def stop(self) -> None:
         if self.query is not None:
             self.query.stop()
 
 
+def broker_down(settings: Settings, stage: Stage, notices: "Notices") -> bool:
+    """Whether the Kafka broker does not answer now (told once each way through ``notices``)."""
+    try:
+        partition_lag(settings, checkpoint_dir(settings, stage))
+    except Exception as error:
+        notices.broker(settings, error)
+        return True
+    notices.broker(settings, None)
+    return False
+
+
 def _with_idle(reports: list[StageReport], idle: StageReport) -> list[StageReport]:
     return [*reports, idle] if idle.batches else reports
 
 
-class _Notices:
+class Notices:
     """One line when the Kafka broker becomes unreachable, one when it answers again (not one per cycle)."""
 
     def __init__(self, say: Callable[[str], None] | None) -> None:

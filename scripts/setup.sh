@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # Set-up: the venv with the pinned stack and the `lakehouse` command, and the JVM jars Spark needs,
 # fetched once into the git-ignored .cache/. Idempotent: a second run downloads and rebuilds nothing.
+# It installs nothing into the system: the machine brings Python 3.11, Java 17+ and (once, for the jars)
+# Maven, and is told in one line which is missing. Debian packages only the tests need are
+# scripts/system-packages.sh's.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
@@ -9,26 +12,12 @@ command -v "$PYTHON" >/dev/null 2>&1 || PYTHON=python3
 
 fail() { echo "setup: $*" >&2; exit 1; }
 
-# Java 17+ is the one thing the machine must bring.
+command -v "$PYTHON" >/dev/null 2>&1 || fail "Python 3.11 is required but neither 'python3.11' nor 'python3' is on PATH"
 command -v java >/dev/null 2>&1 || fail "Java 17 or newer is required but 'java' is not on PATH"
 java_major=$(java -version 2>&1 | sed -nE 's/.*version "([0-9]+).*/\1/p' | head -n1)
 [ -n "$java_major" ] && [ "$java_major" -ge 17 ] || fail "Java 17 or newer is required, found: $(java -version 2>&1 | head -n1)"
 "$PYTHON" -c 'import sys; sys.exit(0 if sys.version_info[:2] == (3, 11) else 1)' \
   || fail "Python 3.11 is required, found $("$PYTHON" --version 2>&1)"
-
-# Debian's packages the tests drive: Chromium (through Playwright in the browser tests; never `playwright install`:
-# it cannot download here) and PostgreSQL's server (Dagster's instance storage in production, `lakehouse postgres`).
-packages=()
-[ -x /usr/bin/chromium ] || packages+=(chromium)
-ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || command -v initdb >/dev/null 2>&1 || packages+=(postgresql)
-if [ ${#packages[@]} -gt 0 ]; then
-  echo "setup: installing Debian's ${packages[*]} (once)"
-  apt=(env DEBIAN_FRONTEND=noninteractive apt-get); [ "$(id -u)" -eq 0 ] || apt=(sudo "${apt[@]}")
-  mkdir -p .cache
-  { "${apt[@]}" update -qq && "${apt[@]}" install -y -qq "${packages[@]}"; } >.cache/apt-install.log 2>&1 \
-    && [ -x /usr/bin/chromium ] && { ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || command -v initdb >/dev/null; } \
-    || fail "could not install Debian's ${packages[*]} ('apt-get install -y ${packages[*]}' failed; see .cache/apt-install.log)"
-fi
 
 stamp_of() { cat pyproject.toml requirements.lock scripts/setup.sh | sha256sum | cut -d' ' -f1; }
 

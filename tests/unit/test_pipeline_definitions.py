@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 from cli.app import app
 from orchestration import definitions
 from warehouse.pipelines import load_spec, schema_text
-from warehouse.settings import Settings
+from warehouse.settings import REPO_ROOT, Settings
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -107,13 +107,25 @@ def test_tables_json_names_each_tables_pipeline_and_role(env: dict[str, str]) ->
     assert {t["pipeline"] for t in only} == {"readings"}
 
 
-def test_ingest_needs_a_pipeline_when_more_than_one_is_selected(env: dict[str, str], tmp_path: Path) -> None:
+def test_ingest_acts_on_the_first_pipeline_unless_told_and_refuses_when_ambiguous(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    """Bare `ingest` lands in the first pipeline (the contract's command, unchanged); `--pipeline` in
+    another; with the first not selected and several others, one line names the choices."""
     sample = tmp_path / "r.jsonl"
     sample.write_text('{"reading_id": "r1"}\n')
-    refused = invoke(env, "ingest", str(sample))
+    bare = invoke(env, "ingest", str(sample))
+    assert bare.exit_code == 0, bare.output
+    assert len(list((tmp_path / "home" / "landing").glob("*r.jsonl"))) == 1
+    specs = tmp_path / "specs"
+    specs.mkdir()
+    rides = (REPO_ROOT / "pipelines" / "readings.yaml").read_text().replace("name: readings", "name: rides")
+    (specs / "rides.yaml").write_text(rides)
+    others = {**env, "LAKEHOUSE_PIPELINES_DIR": str(specs), "LAKEHOUSE_PIPELINES": "readings,rides"}
+    refused = invoke(others, "ingest", str(sample))
     assert refused.exit_code == 1
     assert refused.stderr.strip() == (
-        "lakehouse: ingest lands files in one pipeline: pass --pipeline with one of purchases, readings"
+        "lakehouse: ingest lands files in one pipeline: pass --pipeline with one of readings, rides"
     )
     placed = invoke(env, "ingest", "--pipeline", "readings", str(sample))
     assert placed.exit_code == 0, placed.output
