@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 export PYSPARK_PYTHON := $(abspath $(BIN)/python)
 
-.PHONY: setup system-packages demo test test-fast fuzz lint ui bench concurrency chaos soak clean-home lock audit
+.PHONY: setup system-packages demo docs screenshots test test-fast fuzz lint ui bench concurrency chaos soak clean-home lock audit
 
 setup:
 	@bash scripts/setup.sh
@@ -17,11 +17,23 @@ system-packages:
 demo: setup
 	@bash scripts/demo.sh
 
+# The documentation site (MkDocs with the Material theme) into site/: strict, so a broken link or a page missing
+# from the nav fails; the reference pages generated from the code are checked first (`python -m cli.reference`
+# rewrites them). `make test` builds it too.
+docs: setup
+	$(BIN)/python -m cli.reference --check
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
+
+# The Dagster UI's screenshots the docs show (docs/images/), taken by the UI tests in a real browser.
+screenshots: setup system-packages
+	LAKEHOUSE_DOCS_IMAGES=$(CURDIR)/docs/images $(BIN)/python -m pytest -p no:xdist -q tests/test_ui.py
+
 # Two worker processes (one SparkSession each), tests handed out one by one (a module sharing a fixture
 # stays on one worker, `xdist_group`): most tests wait on JVM start-up, subprocesses, sensors and a
 # browser, so two share the two cores well.
 test: setup system-packages
 	$(BIN)/ruff check .
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet --site-dir .cache/site-check
 	$(BIN)/python -m pytest -n 2 --dist loadgroup --durations=0 --durations-min=15
 
 # The edit loop: the unit tier (no JVM) and the Spark tests of a few seconds (`quick`), under 3 minutes on 2 cores.
@@ -43,7 +55,7 @@ lint: setup
 ui: setup
 	@bash scripts/ui.sh
 
-# About three hours on 2 cores; each part also runs alone (see the README). Figures: bench/results/.
+# About three hours on 2 cores; each part also runs alone (see docs/guides/testing.md). Figures: bench/results/.
 bench: setup
 	$(BIN)/pip install --quiet --disable-pip-version-check 'matplotlib==3.10.7' -c requirements.lock
 	$(BIN)/python -m bench.run

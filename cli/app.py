@@ -28,6 +28,9 @@ OnePipeline = Annotated[
     typer.Option("--pipeline", "-p", help="The declared pipeline (default: the first, purchases, when selected)."),
 ]
 
+#: ``lakehouse --help`` groups the commands: what a user runs every day, what an operator runs, the local servers.
+EVERYDAY, OPERATING, LOCAL_SERVICES = "Everyday", "Operating", "Local services"
+
 app = typer.Typer(
     name="lakehouse",
     help="A Kappa-style streaming lakehouse: landing → bronze → silver → gold in Delta Lake.",
@@ -50,16 +53,27 @@ def _options(
         os.environ["LAKEHOUSE_VERBOSE"] = "1"
 
 
-@app.command()
+@app.command(rich_help_panel=EVERYDAY)
 @_fails_in_one_line
 def ingest(
     files: Annotated[list[Path], typer.Argument(help="JSON Lines files to place into the landing zone.")],
     pipeline: OnePipeline = None,
+    wait: Annotated[
+        float,
+        typer.Option(
+            help="Hand the files to a running `run --continuous`: wait up to this many seconds for its stream to be "
+            "up, land them, then for each to reach gold, and say how long each took.",
+            min=0,
+        ),
+    ] = 0.0,
 ) -> None:
     """Place JSON Lines files into a pipeline's landing zone atomically (a reader never sees half a file)."""
+    from runtime.progress import await_in_gold, await_landing_stream
     from runtime.sources.landing import ingest_file
 
     settings = one_pipeline(_settings(), pipeline, "ingest lands files in")
+    if wait:
+        await_landing_stream(settings, wait)
     settings.ensure_home()
     missing = [str(f) for f in files if not f.exists()]
     if missing:
@@ -69,10 +83,14 @@ def ingest(
         raise ValueError(f"not a regular file: {', '.join(irregular)}")
     for source in files:
         placed = ingest_file(settings, source)
-        console.print(f"landed {source} → {placed.name}", highlight=False)
+        landed_at = time.time()
+        console.print(f"landed {source} → {placed.name}", highlight=False, soft_wrap=True)
+        if wait:
+            seconds = await_in_gold(settings, placed.name, landed_at, wait)
+            console.print(f"in gold {seconds:.1f} s after landing (bronze, silver and gold in one micro-batch)")
 
 
-@app.command()
+@app.command(rich_help_panel=EVERYDAY)
 @_fails_in_one_line
 def generate(
     events: Annotated[
@@ -188,10 +206,10 @@ def generate(
                 lambda handle, chunk=chunk: handle.writelines(line + "\n" for line in chunk),
             )
             progress.advance(task, len(chunk))
-    console.print(f"wrote {len(lines)} lines ({what}) to {settings.landing_dir}", highlight=False)
+    console.print(f"wrote {len(lines)} lines ({what}) to {settings.landing_dir}", highlight=False, soft_wrap=True)
 
 
-@app.command()
+@app.command(rich_help_panel=EVERYDAY)
 @_fails_in_one_line
 def run(
     once: Annotated[bool, typer.Option("--once", help="Process everything available now, then exit.")] = False,
@@ -208,6 +226,7 @@ def run(
     """Run each pipeline's streams source → bronze → silver → gold, once (availableNow) or continuously."""
     if once == continuous:
         raise typer.BadParameter("choose exactly one of --once or --continuous")
+    started = time.monotonic()
     from runtime.pipelines import run_all_continuous, run_all_once, source_of
     from runtime.stages import source_stage, stages
     from warehouse.locks import ensure_free
@@ -238,10 +257,10 @@ def run(
         reports = run_all_continuous(
             spark, views, source, on_notice=lambda line: sys.stderr.write(f"lakehouse: {line}\n")
         )
-    console.print(render.reports_table(reports, "run", heading="stream"))
+    render.print_reports(console, reports, "run", views[0].spec.name, time.monotonic() - started)
 
 
-@app.command()
+@app.command(rich_help_panel=EVERYDAY)
 @_fails_in_one_line
 def status(
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object per stream, then exit.")] = False,
@@ -275,7 +294,6 @@ def status(
             live.update(view())
 
 
-@app.command()
 @_fails_in_one_line
 def maintain(
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object per table only.")] = False,
@@ -316,7 +334,7 @@ def _date_range(first: datetime | None, last: datetime | None, dates: list[datet
     return sorted(chosen)
 
 
-@app.command()
+@app.command(rich_help_panel=OPERATING)
 @_fails_in_one_line
 def reconcile(
     date: Annotated[
@@ -348,6 +366,7 @@ def reconcile(
     from warehouse.locks import ensure_free
     from warehouse.session import spark_session
 
+    started = time.monotonic()
     dates = _date_range(from_date, to_date, date or [])
     settings = _settings()
     views = pipeline_views(settings, pipeline)
@@ -359,10 +378,10 @@ def reconcile(
         spark = spark_session(settings)
     with console.status("reconciling gold with silver"):
         reports = reconcile_all(spark, views, dates, wait_seconds=wait)
-    console.print(render.reports_table(reports, "reconcile"))
+    render.print_reports(console, reports, "reconcile", views[0].spec.name, time.monotonic() - started)
 
 
-@app.command()
+@app.command(rich_help_panel=OPERATING)
 @_fails_in_one_line
 def replay(
     from_version: Annotated[
@@ -386,8 +405,10 @@ def replay(
         ),
     ] = False,
 ) -> None:
-    """Rebuild one pipeline's silver, gold and ops tables from bronze with the same streams, then swap them in
-    (Kappa); the other pipelines are not touched."""
+    """Rebuild one pipeline's silver, gold and ops tables from bronze with the same code, then swap them in.
+
+    Kappa: the same streams over every line bronze holds; the result equals the live one. The other
+    pipelines are not touched."""
     from runtime.checkpoints import KAFKA_STAGE, LANDING_STAGE, SILVER_STAGE
     from runtime.replay import check_replay_arguments, run_replay
     from warehouse.catalog import BRONZE_EVENTS
@@ -424,10 +445,10 @@ def replay(
     from warehouse.catalog import all_tables, catalog_name
 
     names = {table.name: catalog_name(settings, table) for table in all_tables(settings)}
-    render.print_replay(console, result, settings.kafka.topic, names)
+    render.print_replay(console, result, settings.kafka.topic, settings.spec.name, names)
 
 
-@app.command()
+@app.command(rich_help_panel=OPERATING)
 @_fails_in_one_line
 def validate(
     suite: Annotated[
@@ -462,7 +483,7 @@ def validate(
         raise typer.Exit(1)
 
 
-@app.command()
+@app.command(rich_help_panel=EVERYDAY)
 @_fails_in_one_line
 def tables(
     as_json: Annotated[bool, typer.Option("--json", help="Print only a JSON array, one object per table.")] = False,
@@ -501,7 +522,7 @@ def _catalog_table(settings: Settings, name: str) -> tuple[Settings, Any]:
         raise ValueError(error.args[0]) from None
 
 
-@app.command()
+@app.command(rich_help_panel=EVERYDAY)
 @_fails_in_one_line
 def show(
     table_name: Annotated[str, typer.Argument(metavar="TABLE", help="A table name such as gold.user_spend_5m.")],
@@ -530,7 +551,7 @@ def show(
     render.print_snapshot(console, snapshot, ARRIVAL_ORDER)
 
 
-@app.command()
+@app.command(rich_help_panel=EVERYDAY)
 @_fails_in_one_line
 def history(
     table_name: Annotated[str, typer.Argument(metavar="TABLE", help="A table name such as gold.user_spend_5m.")],
@@ -553,11 +574,11 @@ def history(
     render.print_history(console, table_name, commits, limit)
 
 
-app.command("pipelines")(pipelines.pipelines)
-app.add_typer(pipelines.pipeline_app)
-app.add_typer(servers.kafka_app)
-app.add_typer(servers.cluster_app)
-app.add_typer(servers.postgres_app)
+app.command("pipelines", rich_help_panel=EVERYDAY)(pipelines.pipelines)
+app.command(rich_help_panel=OPERATING)(maintain)  # listed after the everyday repairs
+app.add_typer(pipelines.pipeline_app, rich_help_panel=EVERYDAY)
+for server_app in (servers.kafka_app, servers.cluster_app, servers.postgres_app):
+    app.add_typer(server_app, rich_help_panel=LOCAL_SERVICES)
 
 
 def main() -> None:

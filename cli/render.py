@@ -6,6 +6,7 @@ headers are never cut: where the full layout is wider than the console, a narrow
 merged columns, or one block per stream), and only values wrap.
 """
 
+import re
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, date, datetime
@@ -159,15 +160,79 @@ def status_view(
 # --- runs, maintenance, validation ----------------------------------------------------------------------------
 
 
-def reports_table(reports: Iterable[Any], title: str, heading: str = "step") -> Table:
-    """Per stream or step: batches, seconds and its figures (``watermark`` and ``seconds`` left out)."""
-    table = Table(heading, "batches", "seconds", "figures", title=title)
+#: The figures a user looks for first, in this order, summed over a pipeline's streams for its headline.
+HEADLINE = (
+    "events", "late", "quarantined", "duplicates", "conflicting", "windows_changed", "windows_revised",
+    "late_events", "keys_recomputed", "keys_changed",
+)  # fmt: skip
+#: Figures a headline or the seconds column already says, or that mean nothing to a reader.
+_NOT_SHOWN = {"watermark", "seconds"}
+
+
+def print_reports(console: Console, reports: Sequence[Any], verb: str, first: str, seconds: float) -> None:
+    """What a run, reconcile or replay did, for a terminal of 80 columns and a log alike: per pipeline one
+    headline of the figures a user cares about (events, late, quarantined, windows changed); then per stream
+    its batches and seconds and its other figures, grouped (rows, seconds by step, latency, watermark) and
+    wrapped between figures, never inside one. ``first`` names the pipeline whose streams carry no prefix."""
+    width = max(60, console.width)
+    groups: dict[str, list[Any]] = {}
     for report in reports:
-        # The seconds column already says how long the step took.
-        shown = {k: v for k, v in report.figures.items() if k not in ("watermark", "seconds")}
-        figures = ", ".join(f"{k}={v:,.0f}" for k, v in shown.items())
-        table.add_row(report.name, str(report.batches), f"{report.seconds:.1f}", figures or "nothing new")
-    return table
+        pipeline, _, _ = report.name.rpartition(":")
+        groups.setdefault(pipeline or first, []).append(report)
+    for pipeline, members in groups.items():
+        totals = {key: sum(r.figures.get(key, 0) for r in members) for key in HEADLINE}
+        shown = [_figure(key, value) for key, value in totals.items() if any(key in r.figures for r in members)]
+        busy = any(value for r in members for key, value in r.figures.items() if key not in _NOT_SHOWN)
+        headline = ", ".join(shown) if shown else ("done" if busy else "nothing new")
+        _say(console, f"{pipeline}: {headline}", width)
+        for report in members:
+            name = report.name.rpartition(":")[2]
+            batches = f"{report.batches} batch{'es' if report.batches != 1 else ''}"
+            parts = _grouped({k: v for k, v in report.figures.items() if k not in _NOT_SHOWN and k not in HEADLINE})
+            if not report.batches and not parts:
+                parts = ["nothing new"]
+            _say(console, f"  {name}: {batches}, {report.seconds:.1f} s" + "".join(f"; {p}" for p in parts), width)
+    _say(console, f"{verb}: done in {seconds:.1f} s", width)
+
+
+def _figure(key: str, value: float) -> str:
+    return f"{value:,.0f} {key.replace('_', ' ')}"
+
+
+def _grouped(figures: Mapping[str, float]) -> list[str]:
+    """A stream's figures as a reader takes them in: rows first, then seconds by step, latency, watermark."""
+    latency = [f"{k.removeprefix('latency_').removesuffix('_seconds')} {v:,.0f}" for k, v in figures.items()
+               if k.startswith("latency_")]  # fmt: skip
+    watermark = [f"{k.removeprefix('watermark_').removesuffix('_seconds')} {v:,.0f}" for k, v in figures.items()
+                 if k.startswith("watermark_")]  # fmt: skip
+    steps = [f"{k.removesuffix('_seconds')} {v:,.0f}" for k, v in figures.items()
+             if k.endswith("_seconds") and not k.startswith(("latency_", "watermark_"))]  # fmt: skip
+    rest = [f"{k.replace('_', ' ')} {v:,.0f}" for k, v in figures.items()
+            if not k.endswith("_seconds") and not k.startswith(("latency_", "watermark_"))]  # fmt: skip
+    return [
+        part
+        for part in (
+            ", ".join(rest),
+            "seconds: " + ", ".join(steps) if steps else "",
+            "latency s: " + ", ".join(latency) if latency else "",
+            "watermark s: " + ", ".join(watermark) if watermark else "",
+        )
+        if part
+    ]
+
+
+def _say(console: Console, line: str, width: int) -> None:
+    """One line, wrapped at the console's width between figures (after a ``,`` or ``;``) with the rest indented:
+    never a figure or a name split across lines, and no ellipsis."""
+    indent = " " * (len(line) - len(line.lstrip()) + 4)
+    pieces = re.findall(r".+?(?:[,;] |$)", line.strip())
+    current = line[: len(line) - len(line.lstrip())]
+    for piece in pieces:
+        if current.strip() and cell_len(current + piece.rstrip()) > width:
+            console.print(current.rstrip(), highlight=False, markup=False, soft_wrap=True)
+            current = indent
+        current += piece
+    console.print(current.rstrip(), highlight=False, markup=False, soft_wrap=True)
 
 
 def maintenance_table(results: Iterable[Any]) -> Table:
@@ -209,11 +274,13 @@ def print_validation(console: Console, summary: Mapping[str, Any]) -> None:
     console.print(f"report: {summary['report']}", highlight=False, soft_wrap=True)
 
 
-def print_replay(console: Console, result: Any, topic: str, names: Mapping[str, str] | None = None) -> None:
-    """What a replay (``runtime.replay.ReplayReport``) rebuilt, re-read and swapped in; ``names`` maps a
-    table's name in its pipeline to its catalog name."""
+def print_replay(
+    console: Console, result: Any, topic: str, pipeline: str, names: Mapping[str, str] | None = None
+) -> None:
+    """What a replay of ``pipeline`` (``runtime.replay.ReplayReport``) rebuilt, re-read and swapped in; ``names``
+    maps a table's name in its pipeline to its catalog name."""
     names = names or {}
-    console.print(reports_table(result.streams, "replay"))
+    print_reports(console, result.streams, "replay", pipeline, result.seconds)
     if result.kafka_offsets:
         ranges = ", ".join(f"{p}: {a:,}..{b - 1:,}" for p, (a, b) in sorted(result.kafka_offsets.items()))
         console.print(f"re-read topic {topic} (partition: offsets) {ranges}", highlight=False)

@@ -26,7 +26,8 @@ from urllib.parse import unquote
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQueryListener
 
-from runtime.checkpoints import read_before_version, source_log
+from runtime.checkpoints import checkpoint_dir, read_before_version, source_log
+from runtime.stages import source_stage
 from warehouse.catalog import OPS_STREAM_PROGRESS
 from warehouse.delta import append_rows, is_delta_table, latest_version
 from warehouse.locks import lock_holder
@@ -300,3 +301,35 @@ def pending_source_commits(table: Path, checkpoint: Path) -> list[tuple[str, flo
             if '{"add"' in text and '"dataChange":true' in text:
                 pending.append((commit.name, commit.stat().st_mtime))
     return pending
+
+
+def await_landing_stream(settings: Settings, wait: float) -> None:
+    """Return once a continuous run's landing stream takes files: its lock is held by a continuous run and its
+    query has started (Spark wrote the checkpoint's metadata), so a file landed from here on is picked up by its
+    next trigger, with no start-up in between. Raises TimeoutError after ``wait`` seconds."""
+    checkpoint = _landing_checkpoint(settings)
+    deadline = time.monotonic() + wait
+    while "continuous" not in (lock_holder(settings, checkpoint.name) or "") or not (checkpoint / "metadata").exists():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"no `lakehouse run --continuous` took landing files within {wait:g} s")
+        time.sleep(0.2)
+
+
+def await_in_gold(settings: Settings, name: str, landed_at: float, wait: float) -> float:
+    """Seconds from ``landed_at`` (processing time) to the commit of the landing stream's batch that took the
+    file ``name``: that batch carried its lines through bronze and silver into the tumbling table (one
+    micro-batch). Raises TimeoutError when no committed batch has taken it within ``wait`` seconds."""
+    checkpoint = _landing_checkpoint(settings)
+    deadline = time.monotonic() + wait
+    while True:
+        for path, batch in source_log(checkpoint).items():
+            commit = checkpoint / "commits" / str(batch)
+            if unquote(path.rsplit("/", 1)[-1]) == name and commit.exists():
+                return commit.stat().st_mtime - landed_at
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{name} was not in gold within {wait:g} s of landing")
+        time.sleep(0.1)
+
+
+def _landing_checkpoint(settings: Settings) -> Path:
+    return checkpoint_dir(settings, source_stage("landing"))

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The demo: the late-data loop, twice.
-#  1. The seeds' running example: windows, a far-later event that moves the watermark, a too-late event
-#     set aside in silver.late_events, then `lakehouse reconcile` folding it in (with its correction row).
+#  1. The seeds' running example, streamed: `run --continuous` carries each landed file to gold in one
+#     micro-batch (the demo says how many seconds after landing); windows, a far-later event that moves the
+#     watermark, a too-late event set aside in silver.late_events, then `lakehouse reconcile` beside the
+#     running stream folding it in (with its correction row).
 #  2. Two declared pipelines in one home (pipelines/purchases.yaml and pipelines/readings.yaml): generated
 #     streams (duplicates, disorder, late and invalid lines) arriving in two rounds, so the watermark moves
 #     between them and far-behind events are set aside; one `run --once` carries both, reconcile folds them in.
@@ -11,7 +13,9 @@ export PATH="$(pwd)/.venv/bin:$PATH"
 export PYSPARK_PYTHON="$(pwd)/.venv/bin/python"
 base="${LAKEHOUSE_HOME:-$(pwd)/.lakehouse}"
 scratch=$(mktemp -d)
-trap 'rm -rf "$scratch"' EXIT
+stream=""
+stop_stream() { if [ -n "$stream" ]; then kill -TERM "$stream" 2>/dev/null || true; wait "$stream" 2>/dev/null || true; stream=""; fi; }
+trap 'stop_stream; rm -rf "$scratch"' EXIT
 say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 
 export LAKEHOUSE_HOME="$base/demo-seeds"
@@ -26,17 +30,20 @@ JSON
 echo '{"event_id": "a3", "user_id": "A", "event_time": "2024-01-01T10:01:00Z", "amount": 1}' > "$scratch/too-late.jsonl"
 say "1. The seeds' example: A 10:00→5, B 10:02→3, A 10:04→2, B 10:06→1; C 13:00"
 echo "   (C at 13:00 moves the watermark past every window above)"
-lakehouse ingest --pipeline purchases "$scratch/first.jsonl"
-lakehouse run --once
-say "Then the too-late event A 10:01→1: its window [10:00, 10:05) closed long ago"
-lakehouse ingest --pipeline purchases "$scratch/too-late.jsonl"
-lakehouse run --once
+echo "   lakehouse run --continuous (in the background; its output in $LAKEHOUSE_HOME/demo-stream.log)"
+mkdir -p "$LAKEHOUSE_HOME"
+lakehouse run --continuous --pipeline purchases > "$LAKEHOUSE_HOME/demo-stream.log" 2>&1 &
+stream=$!
+lakehouse ingest --wait 300 "$scratch/first.jsonl"
 lakehouse show gold.user_spend_5m
+say "Then the too-late event A 10:01→1: its window [10:00, 10:05) closed long ago"
+lakehouse ingest --wait 120 "$scratch/too-late.jsonl"
 lakehouse show silver.late_events
-say "lakehouse reconcile: recompute only (A, 10:00) from silver"
+say "lakehouse reconcile, beside the running stream: recompute only (A, 10:00) from silver"
 lakehouse reconcile
 lakehouse show gold.user_spend_5m
 lakehouse show gold.corrections
+stop_stream
 
 export LAKEHOUSE_HOME="$base"
 say "2. Two declared pipelines, generated streams in two rounds (home: $LAKEHOUSE_HOME)"

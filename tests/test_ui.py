@@ -3,14 +3,19 @@ then the hands-free loop on the same server: sensors on, files land, runs follow
 
 from __future__ import annotations
 
+import json
+import os
+import shutil
+import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from tests.sensor_flow import LANDING_SENSOR, LATE_DATA_SENSOR, RECONCILE_JOB, STREAMS_JOB, hands_free_loop
-from tests.ui_harness import LOCATION, DagsterUI
+from tests.ui_harness import LOCATION, REPO, DagsterUI, artifacts_dir
 
 if TYPE_CHECKING:
     from playwright.sync_api import Page
@@ -129,10 +134,44 @@ def test_sensors_run_the_streams_and_reconcile_late_data(dagster_ui: DagsterUI) 
             expect_text=[STREAMS_JOB, RECONCILE_JOB, *(run["runId"][:8] for run in (first, second, reconcile))],
         ),
     ]
+    # 7. What the docs show (docs/guides/dagster-ui.md, the README): the graph up to gold, gold's overview (its
+    # materializations, checks, freshness policy and columns), and this home's data-quality report, written by
+    # `lakehouse validate`.
+    plots = ui.screenshot(
+        "/assets/gold/user_spend_5m",
+        "ui-gold-asset.png",
+        expect_text=["user_spend_5m", "Latest materialization", "Freshness policy", "total_amount"],
+    )
+    validated = subprocess.run(
+        [str(REPO / ".venv" / "bin" / "lakehouse"), "validate", "--json"],
+        env={**os.environ, "LAKEHOUSE_HOME": str(ui.workdir / "home")},
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert validated.returncode == 0, validated.stderr[-2000:]
+    report = ui.screenshot_file(
+        Path(json.loads(validated.stdout)["report"]), "ui-data-quality-report.png", expect_text=["completeness"]
+    )
+    shots += [plots, report]
     for shot in shots:
         assert shot.path.stat().st_size > 10_000, f"{shot.path} looks empty"
+    publish_for_docs({"sensors-lineage-gold.png": "ui-asset-graph.png", plots.path.name: plots.path.name,
+                      report.path.name: report.path.name})  # fmt: skip
     print(
         f"[ui] timings: first landing run {loop.first_done - loop.started:.0f} s, "
         f"late event to reconciled {loop.reconciled - loop.first_done:.0f} s, "
         f"screenshots {time.monotonic() - loop.reconciled:.0f} s"
     )
+
+
+def publish_for_docs(names: Mapping[str, str]) -> None:
+    """With ``LAKEHOUSE_DOCS_IMAGES`` set (``make screenshots`` sets it to ``docs/images``), copy the screenshots
+    the docs show there under their docs names; the test takes them either way."""
+    target = os.environ.get("LAKEHOUSE_DOCS_IMAGES")
+    if not target:
+        return
+    Path(target).mkdir(parents=True, exist_ok=True)
+    for taken, shown in names.items():
+        shutil.copyfile(artifacts_dir() / taken, Path(target) / shown)

@@ -405,6 +405,26 @@ class DagsterUI:
         finally:
             page.close()
 
+    def screenshot_file(self, shown: Path, file: str, *, expect_text: Iterable[str] = (), timeout: float = 30) -> Shot:
+        """A local HTML file (the data-quality report) in the same browser, saved as ``artifacts_dir() / file``
+        once its ``expect_text`` shows."""
+        path = artifacts_dir() / file
+        page = self._browser_context().new_page()
+        try:
+            page.goto(shown.resolve().as_uri(), wait_until="load", timeout=timeout * 1000)
+            page.wait_for_function(
+                "texts => texts.every(t => document.body && document.body.innerText.includes(t))",
+                arg=list(expect_text),
+                timeout=timeout * 1000,
+                polling=250,
+            )
+            self._settle(page)
+            page.screenshot(path=str(path))
+            print(f"[ui] screenshot of {shown}: {path}")
+            return Shot(path=path, url=page.url, text=page.inner_text("body"))
+        finally:
+            page.close()
+
     def _prepare(
         self, page: Page, page_path: str, texts: tuple[str, ...], selectors: tuple[str, ...], timeout: float
     ) -> None:

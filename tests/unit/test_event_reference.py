@@ -1,9 +1,9 @@
 """The plain-Python reference of the event rules (``tests/reference.py``) pinned by hand-written lines.
 
 The reference is the golden of the Spark tests and the fuzzing; these lines pin it to the contract
-(../shared/CONTRACT.md section 1, README "Every line gets a verdict", docs/decisions.md 36) without Spark:
-each valid line with its instant and exact amount worked out by hand, and lines breaking each rule the
-reference can see (the quarantine reason each one would get is named beside it).
+(../shared/CONTRACT.md section 1, docs/guides/testing.md "Every line gets a verdict", docs/decisions.md 36)
+without Spark: each valid line with its instant and exact amount worked out by hand, and lines breaking each
+rule the reference can see (the quarantine reason each one would get is named beside it).
 """
 
 from datetime import UTC, datetime

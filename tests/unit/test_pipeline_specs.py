@@ -42,8 +42,9 @@ def test_the_purchases_spec_declares_the_contracts_events() -> None:
     assert [(m.name, m.fn, m.field) for m in spec.measures] == [("total_amount", "sum", "amount")]
 
 
-def test_the_first_pipelines_settings_are_what_the_contract_and_readme_name() -> None:
-    """The purchases spec's windows, watermark and thresholds are the values the settings always had."""
+def test_the_first_pipelines_settings_are_what_the_contract_and_the_docs_name() -> None:
+    """The purchases spec's windows, watermark and thresholds are the values the settings always had (and that the
+    contract, docs/guides/gold-outputs.md and docs/guides/data-quality.md name)."""
     settings = Settings.from_env({})
     w, m, q = settings.windows, settings.watermarks, settings.quality
     assert (w.minutes, w.hopping_size_minutes, w.hopping_slide_minutes, w.session_gap_minutes) == (5, 60, 5, 30)

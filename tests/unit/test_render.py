@@ -228,9 +228,39 @@ def test_validation_summary(width: int) -> None:
     assert "report: " + SUMMARY["report"] in text.replace("\n", "")
 
 
-def test_reports_and_maintenance_tables() -> None:
-    report = StageReport("silver_events", batches=2, seconds=27.04, figures={"rows_in": 2148.0, "watermark": 1.0})
-    idle = StageReport("reconcile_late_events", batches=0, seconds=0.3, figures={"seconds": 0.3})
+def test_run_summary_fits_80_columns_and_leads_with_what_a_user_looks_for() -> None:
+    """A run of two pipelines at 80 columns: per pipeline a headline of events, late, quarantined and windows
+    changed (summed over its streams); per stream its batches, seconds and other figures, grouped; no line
+    wider than 80, no figure or name split across lines, nothing cut."""
+    carried = {
+        "rows_in": 12_345.0, "rows_written": 12_345.0, "files_read": 7.0, "bronze_seconds": 4.0, "events": 12_000.0,
+        "quarantined": 45.0, "duplicates": 300.0, "conflicting": 0.0, "silver_seconds": 10.0,
+        "windows_changed": 4_321.0, "late": 12.0, "windows_revised": 3.0, "watermark_delay_seconds": 10.0,
+        "watermark_lag_seconds": 91.0, "gold_seconds": 4.0, "latency_p50_seconds": 39.0,
+        "latency_p99_seconds": 41.0, "latency_max_seconds": 42.0, "watermark": 1.7e9,
+    }  # fmt: skip
+    reports = [
+        StageReport("bronze_events", batches=2, seconds=18.54, figures=carried),
+        StageReport("gold_fraud_alerts", batches=1, seconds=5.6, figures={"rows_written": 0.0, "burst": 0.0}),
+        StageReport("readings:bronze_events", batches=0, seconds=0.0, figures={}),
+        StageReport("readings:gold_readings_1m_derived", batches=1, seconds=2.25, figures={"rows_in": 80.0}),
+    ]
+    text = printed(80, lambda console: render.print_reports(console, reports, "run", "purchases", 31.06))
+    assert_fits(text, 80, [])
+    lines = text.splitlines()
+    assert lines[0] == "purchases: 12,000 events, 12 late, 45 quarantined, 300 duplicates,"
+    assert lines[1] == "    0 conflicting, 4,321 windows changed, 3 windows revised"
+    flat = " ".join(line.strip() for line in lines)
+    assert "bronze_events: 2 batches, 18.5 s; rows in 12,345, rows written 12,345, files read 7;" in flat
+    assert "seconds: bronze 4, silver 10, gold 4; latency s: p50 39, p99 41, max 42;" in flat
+    assert "watermark s: delay 10, lag 91" in flat and "1,700,000,000" not in flat
+    assert "readings: 0 events" not in flat and "readings: done" in flat  # its derived windows read 80 rows
+    assert "  bronze_events: 0 batches, 0.0 s; nothing new" in lines
+    assert lines[-1] == "run: done in 31.1 s"
+    assert all(line.startswith(("purchases", "readings", "run", "  ")) for line in lines)
+
+
+def test_maintenance_table() -> None:
     result = SimpleNamespace(
         table="gold.user_spend_5m",
         optimize_seconds=1.0,
@@ -241,14 +271,8 @@ def test_reports_and_maintenance_tables() -> None:
         files_on_disk_before=1_200,
         files_on_disk_after=13,
     )
-
-    def draw(console: Console) -> None:
-        console.print(render.reports_table([report, idle], "run", heading="stream"))
-        console.print(render.maintenance_table([result]))
-
-    text = printed(80, draw)
-    assert_fits(text, 80, ["stream", "batches", "seconds", "figures", "table", "live files", "files on disk"])
-    assert "rows_in=2,148" in text and "watermark" not in text and "nothing new" in text
+    text = printed(80, lambda console: console.print(render.maintenance_table([result])))
+    assert_fits(text, 80, ["table", "live files", "files on disk"])
     assert "12 → 1" in text and "1,200 → 13" in text and "1.8" in text
 
 
