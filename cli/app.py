@@ -87,7 +87,7 @@ def ingest(
         console.print(f"landed {source} → {placed.name}", highlight=False, soft_wrap=True)
         if wait:
             seconds = await_in_gold(settings, placed.name, landed_at, wait)
-            console.print(f"in gold {seconds:.1f} s after landing (bronze, silver and gold in one micro-batch)")
+            console.print(f"through bronze, silver and gold {seconds:.1f} s after landing (one micro-batch)")
 
 
 @app.command(rich_help_panel=EVERYDAY)
