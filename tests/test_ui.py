@@ -68,6 +68,14 @@ def show_requested_ticks(runs: list[dict[str, Any]]) -> Callable[[Page], None]:
     return action
 
 
+def show_metadata_plots(page: Page) -> None:
+    """On an asset's overview: its Metadata section, switched to the plots of its numeric metadata."""
+    page.get_by_text("Metadata", exact=True).last.scroll_into_view_if_needed()
+    page.get_by_text("Plots", exact=True).last.click(timeout=15_000)
+    page.locator("canvas").first.wait_for(state="visible", timeout=30_000)
+    page.locator("canvas").first.scroll_into_view_if_needed()
+
+
 def switches_loaded(on: int, automations: int) -> Callable[[Page], None]:
     """On the Automation page, wait until every row's switch replaced its spinner and ``on`` of them are on.
 
@@ -134,13 +142,13 @@ def test_sensors_run_the_streams_and_reconcile_late_data(dagster_ui: DagsterUI) 
             expect_text=[STREAMS_JOB, RECONCILE_JOB, *(run["runId"][:8] for run in (first, second, reconcile))],
         ),
     ]
-    # 7. What the docs show (docs/guides/dagster-ui.md, the README): the graph up to gold, gold's overview (its
-    # materializations, checks, freshness policy and columns), and this home's data-quality report, written by
-    # `lakehouse validate`.
+    # 7. What the docs show (docs/guides/dagster-ui.md, the README): the graph up to gold, gold's figures plotted
+    # over its materializations, and this home's data-quality report, written by `lakehouse validate`.
     plots = ui.screenshot(
         "/assets/gold/user_spend_5m",
-        "ui-gold-asset.png",
+        "ui-gold-asset-plots.png",
         expect_text=["user_spend_5m", "Latest materialization", "Freshness policy", "total_amount"],
+        action=show_metadata_plots,
     )
     validated = subprocess.run(
         [str(REPO / ".venv" / "bin" / "lakehouse"), "validate", "--json"],
