@@ -26,7 +26,7 @@ from urllib.parse import unquote
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQueryListener
 
-from runtime.checkpoints import checkpoint_dir, read_before_version, source_log
+from runtime.checkpoints import checkpoint_dir, committed_at, is_committed, read_before_version, source_log
 from runtime.stages import source_stage
 from warehouse.catalog import OPS_STREAM_PROGRESS
 from warehouse.delta import append_rows, is_delta_table, latest_version
@@ -307,7 +307,7 @@ def await_landing_stream(settings: Settings, wait: float) -> None:
     """Return once a continuous run's landing stream takes files: its lock is held by a continuous run and its
     query has started (Spark wrote the checkpoint's metadata), so a file landed from here on is picked up by its
     next trigger, with no start-up in between. Raises TimeoutError after ``wait`` seconds."""
-    checkpoint = _landing_checkpoint(settings)
+    checkpoint = checkpoint_dir(settings, source_stage("landing"))
     deadline = time.monotonic() + wait
     while "continuous" not in (lock_holder(settings, checkpoint.name) or "") or not (checkpoint / "metadata").exists():
         if time.monotonic() > deadline:
@@ -319,17 +319,12 @@ def await_in_gold(settings: Settings, name: str, landed_at: float, wait: float) 
     """Seconds from ``landed_at`` (processing time) to the commit of the landing stream's batch that took the
     file ``name``: that batch carried its lines through bronze and silver into the tumbling table (one
     micro-batch). Raises TimeoutError when no committed batch has taken it within ``wait`` seconds."""
-    checkpoint = _landing_checkpoint(settings)
+    checkpoint = checkpoint_dir(settings, source_stage("landing"))
     deadline = time.monotonic() + wait
     while True:
         for path, batch in source_log(checkpoint).items():
-            commit = checkpoint / "commits" / str(batch)
-            if unquote(path.rsplit("/", 1)[-1]) == name and commit.exists():
-                return commit.stat().st_mtime - landed_at
+            if unquote(path.rsplit("/", 1)[-1]) == name and is_committed(checkpoint, batch):
+                return committed_at(checkpoint, batch) - landed_at
         if time.monotonic() > deadline:
             raise TimeoutError(f"{name} was not in gold within {wait:g} s of landing")
         time.sleep(0.1)
-
-
-def _landing_checkpoint(settings: Settings) -> Path:
-    return checkpoint_dir(settings, source_stage("landing"))
