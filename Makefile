@@ -14,7 +14,8 @@ setup:
 system-packages:
 	@bash scripts/system-packages.sh chromium postgresql
 
-demo: setup
+demo:
+	@bash scripts/setup.sh --without-class-archive
 	@bash scripts/demo.sh
 
 # The documentation site (MkDocs with the Material theme) into site/: strict, so a broken link or a page missing
@@ -57,7 +58,7 @@ ui: setup
 
 # About three hours on 2 cores; each part also runs alone (see docs/guides/testing.md). Figures: bench/results/.
 bench: setup
-	$(BIN)/pip install --quiet --disable-pip-version-check 'matplotlib==3.10.7' -c requirements.lock
+	$(BIN)/uv pip install --quiet --python $(BIN)/python 'matplotlib==3.10.7' -c requirements.lock
 	$(BIN)/python -m bench.run
 	$(BIN)/python -m bench.history
 	$(BIN)/python -m bench.freshness
@@ -73,7 +74,7 @@ chaos: setup
 
 # Issue 26's soak: `run --continuous` at 1,000 events/s for 100 minutes; memory, state, files and batch seconds flat in the last 40.
 soak: setup
-	$(BIN)/pip install --quiet --disable-pip-version-check 'matplotlib==3.10.7' -c requirements.lock
+	$(BIN)/uv pip install --quiet --python $(BIN)/python 'matplotlib==3.10.7' -c requirements.lock
 	$(BIN)/python -m bench.soak
 
 # Issue 26's concurrent writers beside `run --continuous` for 10 minutes, checked against the reference.
@@ -85,7 +86,7 @@ lock: setup
 	@{ echo "# The locked set: every package a \`make setup\` venv holds (with the dev and bench extras), pinned."; \
 	  echo "# scripts/setup.sh installs with it as constraints; \`make lock\` rewrites it, \`make audit\` audits it."; \
 	  $(BIN)/pip list --format=freeze --exclude-editable --disable-pip-version-check \
-	    | grep -v '^lakehouse==\|^pip==\|^setuptools==\|^wheel=='; } > requirements.lock
+	    | grep -v '^lakehouse==\|^pip==\|^setuptools==\|^wheel==\|^uv=='; } > requirements.lock
 
 # Known vulnerabilities in the locked set: pip-audit (in a venv of its own) against PyPI's advisories, or
 # offline against a checkout of an OSV advisory database: make audit ADVISORIES=path/to/advisory-database

@@ -3,14 +3,14 @@
 import os
 import sys
 import time
-from datetime import datetime, timedelta
+from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
 from cli import pipelines, render, servers
-from cli.common import console, one_pipeline, pipeline_views, print_json
+from cli.common import console, date_range, one_pipeline, pipeline_views, print_json, rehearsal_lines
 from cli.common import fails_in_one_line as _fails_in_one_line
 from cli.common import home_settings as _settings
 from warehouse.settings import Settings
@@ -100,7 +100,7 @@ def generate(
     skew: Annotated[float, typer.Option(help="Zipf exponent of user popularity (0 = uniform).")] = 1.1,
     rate: Annotated[
         float | None,
-        typer.Option(help="Events per second of event time [default: 20; --kind orders: orders per second, 1]."),
+        typer.Option(help="Events per second of event time (default 20; --kind orders: orders per second, default 1)."),
     ] = None,
     disorder: Annotated[float, typer.Option(help="Bounded disorder: max seconds an event time moves back.")] = 30.0,
     duplicates: Annotated[float, typer.Option(help="Fraction of events redelivered (a fifth conflicting).")] = 0.05,
@@ -125,7 +125,7 @@ def generate(
     missing_payments: Annotated[float, typer.Option(help="--kind orders: fraction of orders never paid.")] = 0.1,
     outside_bound: Annotated[
         float,
-        typer.Option(help="--kind orders: fraction of orders paid only outside [order, order + 15 min]."),
+        typer.Option(help="--kind orders: fraction of orders paid only outside the 15 minutes after the order."),
     ] = 0.05,
     pipeline: Annotated[
         str | None,
@@ -255,8 +255,9 @@ def run(
             f"{settings.streams.trigger_interval_seconds}s); Ctrl-C or SIGTERM stops cleanly"
         )
         reports = run_all_continuous(
-            spark, views, source, on_notice=lambda line: sys.stderr.write(f"lakehouse: {line}\n")
-        )
+            spark, views, source, on_notice=lambda line: sys.stderr.write(f"lakehouse: {line}\n"),
+            warmup_lines=rehearsal_lines(views[0]),
+        )  # fmt: skip
     render.print_reports(console, reports, "run", views[0].spec.name, time.monotonic() - started)
 
 
@@ -320,20 +321,6 @@ def maintain(
     )
 
 
-def _date_range(first: datetime | None, last: datetime | None, dates: list[datetime]) -> list:
-    chosen = {d.date() for d in dates}
-    if (first is None) != (last is None):
-        raise typer.BadParameter("--from-date and --to-date go together")
-    if first is not None and last is not None:
-        if last < first:
-            raise typer.BadParameter("--to-date is before --from-date")
-        day = first.date()
-        while day <= last.date():
-            chosen.add(day)
-            day += timedelta(days=1)
-    return sorted(chosen)
-
-
 @app.command(rich_help_panel=OPERATING)
 @_fails_in_one_line
 def reconcile(
@@ -358,26 +345,37 @@ def reconcile(
         float,
         typer.Option(help="Seconds to wait for a reconcile already running (a Dagster run's) before refusing.", min=0),
     ] = 0.0,
+    own_spark: Annotated[
+        bool, typer.Option(help="Start a Spark of its own even beside a running `run --continuous` (which does it).")
+    ] = False,
     pipeline: Pipelines = None,
 ) -> None:
     """Fold late events into gold (only the affected windows); with dates, repair every window of them."""
     from runtime.checkpoints import RECONCILE_STAGE
+    from runtime.handover import hand_over
     from runtime.pipelines import reconcile_all
     from warehouse.locks import ensure_free
     from warehouse.session import spark_session
 
     started = time.monotonic()
-    dates = _date_range(from_date, to_date, date or [])
+    dates = date_range(from_date, to_date, date or [])
     settings = _settings()
     views = pipeline_views(settings, pipeline)
     for view in views:
         view.ensure_home()
         if not wait:
             ensure_free(view, [RECONCILE_STAGE])
-    with console.status("starting Spark"):
-        spark = spark_session(settings)
-    with console.status("reconciling gold with silver"):
-        reports = reconcile_all(spark, views, dates, wait_seconds=wait)
+    # Beside a running `run --continuous`, its followers' warm JVM does it (runtime.handover).
+    asked = {"dates": [day.isoformat() for day in dates], "wait": wait}
+    with console.status("reconciling gold with silver, in the running stream's process"):
+        reports = None if own_spark else hand_over(settings, "reconcile", asked, [view.spec.name for view in views])
+    if reports is None:
+        with console.status("starting Spark"):
+            spark = spark_session(settings)
+        with console.status("reconciling gold with silver"):
+            reports = reconcile_all(spark, views, dates, wait_seconds=wait)
+    else:
+        console.print("done by the running `lakehouse run --continuous`, in its followers' process")
     render.print_reports(console, reports, "reconcile", views[0].spec.name, time.monotonic() - started)
 
 

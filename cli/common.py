@@ -4,6 +4,7 @@ import json
 import os
 import sys
 from collections.abc import Callable
+from datetime import date, datetime, timedelta
 from functools import wraps
 from typing import Any
 
@@ -86,3 +87,27 @@ def one_pipeline(settings: Settings, name: str | None, doing: str) -> Settings:
         choices = ", ".join(view.spec.name for view in views)
         raise ValueError(f"{doing} one pipeline: pass --pipeline with one of {choices}")
     return views[0]
+
+
+def rehearsal_lines(settings: Settings) -> list[str]:
+    """Valid, duplicate and invalid lines of the pipeline's spec, for a continuous run's warm-up
+    (``runtime.warmup``)."""
+    from devtools.spec_lines import SpecStream, spec_lines
+
+    few = SpecStream(events=20, keys=3, duplicate_fraction=0.2, late_fraction=0.0, invalid_fraction=0.2, seed=1)
+    return list(spec_lines(settings.spec, few))
+
+
+def date_range(first: datetime | None, last: datetime | None, dates: list[datetime]) -> list[date]:
+    """The event dates ``--date`` and ``--from-date``/``--to-date`` name, sorted, each once."""
+    chosen = {d.date() for d in dates}
+    if (first is None) != (last is None):
+        raise typer.BadParameter("--from-date and --to-date go together")
+    if first is not None and last is not None:
+        if last < first:
+            raise typer.BadParameter("--to-date is before --from-date")
+        day = first.date()
+        while day <= last.date():
+            chosen.add(day)
+            day += timedelta(days=1)
+    return sorted(chosen)

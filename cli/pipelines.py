@@ -45,7 +45,9 @@ def new(
     sample: Annotated[Path, typer.Option("--sample", help="A JSON Lines file of sample events.")],
     out: Annotated[
         Path | None,
-        typer.Option(help="Where to write the spec [default: LAKEHOUSE_PIPELINES_DIR/NAME.yaml, else pipelines/]."),
+        typer.Option(
+            help="Where to write the spec (default: LAKEHOUSE_PIPELINES_DIR/NAME.yaml, else pipelines/NAME.yaml)."
+        ),
     ] = None,
     force: Annotated[bool, typer.Option(help="Overwrite an existing spec file.")] = False,
 ) -> None:

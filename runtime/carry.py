@@ -41,6 +41,12 @@ _SEEN: dict[Path, SeenKeys] = {}
 _OPEN: dict[Path, OpenWindows] = {}
 
 
+def forget(home: Path, tumbling: Path) -> None:
+    """Drop what this process keeps of a home it no longer writes (a warm-up's scratch home)."""
+    _SEEN.pop(home, None)
+    _OPEN.pop(tumbling, None)
+
+
 def carried_writer(settings: Settings, stage: str) -> str:
     """The Delta writer id of a carried stage (silver or the windows), as its own stream had it."""
     return f"lakehouse:{stage}:{checkpoints.carried_writer(checkpoint_dir(settings, stage))}"

@@ -34,12 +34,15 @@ import traceback
 from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass
+from datetime import date
 from functools import partial
 
 from pyspark.sql import SparkSession
 
 from runtime.faults import retry_slow_start
-from runtime.progress import StageReport, query_prefix, recorder_for
+from runtime.handover import answer, pending, serving
+from runtime.pipelines import reconcile_all
+from runtime.progress import IN_TURNS, StageReport, query_prefix, recorder_for
 from runtime.runner import (
     CONTINUOUS_RUN,
     IDLE_ADVANCE,
@@ -88,8 +91,10 @@ def follow(
         reports.update(pipeline.reports)
     notices = Notices(lambda line: print(line, flush=True))
     with ExitStack() as held:
+        purpose = f"{CONTINUOUS_RUN}, {IN_TURNS}"
         for pipeline in tended:
-            held.enter_context(hold_all(pipeline.settings, pipeline.lock_names, purpose=CONTINUOUS_RUN))
+            held.enter_context(hold_all(pipeline.settings, pipeline.lock_names, purpose=purpose))
+        held.enter_context(serving(settings, [pipeline.settings.spec.name for pipeline in tended]))
         try:
             while not stop.is_set():
                 started = time.monotonic()
@@ -97,7 +102,9 @@ def follow(
                 for pipeline, stage in _turns(tended):
                     if stop.is_set():
                         break
+                    worked |= serve(spark, tended)
                     worked |= pipeline.turn(spark, stage, stop, notices)
+                worked |= serve(spark, tended)
                 for pipeline in tended[1:]:
                     worked |= pipeline.advance_idle(spark)
                 if worked and on_change:
@@ -189,6 +196,22 @@ def _turns(tended: Sequence[Tended]) -> list[tuple[Tended, Stage]]:
     if not rest:
         return early
     return [turn for other in rest for turn in (*early, other)]
+
+
+def serve(spark: SparkSession, tended: Sequence[Tended]) -> bool:
+    """Do what was handed to this run (``runtime.handover``): a reconcile of the pipelines it names, in this
+    process's warm JVM. Whether there was anything."""
+    requests = pending(tended[0].settings)
+    for path, request in requests:
+        views = [p.settings for p in tended if p.settings.spec.name in request.get("pipelines", ())]
+        try:
+            if request.get("kind") != "reconcile":
+                raise ValueError(f"this run does not take {request.get('kind')!r} requests")
+            dates = [date.fromisoformat(day) for day in request.get("dates", ())]
+            answer(path, reconcile_all(spark, views, dates, wait_seconds=float(request.get("wait", 0))))
+        except Exception as error:  # the asker says it in one line; this run goes on
+            answer(path, error=str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__)
+    return bool(requests)
 
 
 def die_with_parent(parent: int) -> None:

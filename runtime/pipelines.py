@@ -19,6 +19,7 @@ from runtime.progress import StageReport, StreamStatus, query_prefix, stream_sta
 from runtime.runner import drain_older_streams, prepare, run_continuous, run_once, run_reconcile
 from runtime.sources.kafka import partition_lag
 from runtime.stages import Stage, reconcile_stage, source_stage, stages
+from runtime.warmup import warm_critical_path, worth_warming
 from warehouse.settings import Settings
 
 
@@ -49,17 +50,24 @@ def run_all_continuous(
     source: str | None = None,
     on_notice: Callable[[str], None] | None = None,
     stop: threading.Event | None = None,
+    warmup_lines: Sequence[str] = (),
 ) -> list[StageReport]:
     """Every pipeline's continuous run until ``stop`` is set or a signal comes: the first pipeline's critical
     path runs here, and every other pipeline runs whole in the first's followers' process, in its cycles
     (``runtime.followers``): on shared cores the kernel serves the first pipeline's critical path first, and
     the other pipelines take what its followers did, in one JVM whatever their number. Each is prepared
-    here first, so a damaged home or a refused spec change stops the run in one line before anything starts."""
+    here first, so a damaged home or a refused spec change stops the run in one line before anything starts.
+    With nothing waiting, the first pipeline's critical path is rehearsed on ``warmup_lines`` (lines of its
+    spec) before its stream starts (``runtime.warmup``)."""
     first, others = views[0], list(views[1:])
     reports: list[StageReport] = []
     for view in others:
         prepare(spark, view)
         reports += _named(view, drain_older_streams(spark, view))
+    if warmup_lines and worth_warming(first, source_of(first, source)):
+        seconds = warm_critical_path(spark, first, warmup_lines)
+        if on_notice:
+            on_notice(f"{first.spec.name}: Spark warmed up in {seconds:.1f} s; taking lines now")
     return reports + _named(
         first,
         run_continuous(

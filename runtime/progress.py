@@ -303,13 +303,24 @@ def pending_source_commits(table: Path, checkpoint: Path) -> list[tuple[str, flo
     return pending
 
 
+#: How a continuous run's lock on a stream it runs in turns (another pipeline's, in the followers' process) ends.
+IN_TURNS = "in turns"
+
+
 def await_landing_stream(settings: Settings, wait: float) -> None:
     """Return once a continuous run's landing stream takes files: its lock is held by a continuous run and its
     query has started (Spark wrote the checkpoint's metadata), so a file landed from here on is picked up by its
-    next trigger, with no start-up in between. Raises TimeoutError after ``wait`` seconds."""
+    next trigger, with no start-up in between. Another pipeline's stream runs in the followers' turns (a query
+    per turn, started over what has landed): it takes files as soon as its lock is held.
+    Raises TimeoutError after ``wait`` seconds."""
     checkpoint = checkpoint_dir(settings, source_stage("landing"))
     deadline = time.monotonic() + wait
-    while "continuous" not in (lock_holder(settings, checkpoint.name) or "") or not (checkpoint / "metadata").exists():
+
+    def ready() -> bool:
+        holder = lock_holder(settings, checkpoint.name) or ""
+        return "continuous" in holder and (IN_TURNS in holder or (checkpoint / "metadata").exists())
+
+    while not ready():
         if time.monotonic() > deadline:
             raise TimeoutError(f"no `lakehouse run --continuous` took landing files within {wait:g} s")
         time.sleep(0.2)

@@ -1,25 +1,28 @@
 #!/usr/bin/env bash
-# The demo: the late-data loop, twice.
-#  1. The seeds' running example, streamed: `run --continuous` carries each landed file to gold in one
-#     micro-batch (the demo says how many seconds after landing); windows, a far-later event that moves the
-#     watermark, a too-late event set aside in silver.late_events, then `lakehouse reconcile` beside the
-#     running stream folding it in (with its correction row).
-#  2. Two declared pipelines in one home (pipelines/purchases.yaml and pipelines/readings.yaml): generated
-#     streams (duplicates, disorder, late and invalid lines) arriving in two rounds, so the watermark moves
-#     between them and far-behind events are set aside; one `run --once` carries both, reconcile folds them in.
+# The demo: one `lakehouse run --continuous` carries two declared pipelines (pipelines/purchases.yaml and
+# pipelines/readings.yaml) in one home while files are handed to it with `lakehouse ingest --wait`, which says
+# how many seconds after landing each file's lines were in gold.
+#  1. The seeds' running example: windows, a far-later event that moves the watermark, a too-late event set
+#     aside in silver.late_events, then `lakehouse reconcile` beside the running stream folding it in (with
+#     its correction row).
+#  2. Generated streams for both pipelines (duplicates, disorder, late and invalid lines) in two rounds, so the
+#     watermark moves between them and far-behind events are set aside; reconcile folds them in; the stream
+#     stops and prints what it did.
+#  3. Data quality: every suite of both pipelines.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$(pwd)/.venv/bin:$PATH"
 export PYSPARK_PYTHON="$(pwd)/.venv/bin/python"
-base="${LAKEHOUSE_HOME:-$(pwd)/.lakehouse}"
+# A home of the demo's own, emptied first: never the one LAKEHOUSE_HOME names, only a folder in it.
+export LAKEHOUSE_HOME="${LAKEHOUSE_HOME:-$(pwd)/.lakehouse}/demo"
 scratch=$(mktemp -d)
 stream=""
 stop_stream() { if [ -n "$stream" ]; then kill -TERM "$stream" 2>/dev/null || true; wait "$stream" 2>/dev/null || true; stream=""; fi; }
 trap 'stop_stream; rm -rf "$scratch"' EXIT
 say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 
-export LAKEHOUSE_HOME="$base/demo-seeds"
 rm -rf "$LAKEHOUSE_HOME"
+mkdir -p "$LAKEHOUSE_HOME"
 cat > "$scratch/first.jsonl" <<'JSON'
 {"event_id": "a1", "user_id": "A", "event_time": "2024-01-01T10:00:00Z", "amount": 5}
 {"event_id": "b1", "user_id": "B", "event_time": "2024-01-01T10:02:00Z", "amount": 3}
@@ -28,12 +31,13 @@ cat > "$scratch/first.jsonl" <<'JSON'
 {"event_id": "c1", "user_id": "C", "event_time": "2024-01-01T13:00:00Z", "amount": 4}
 JSON
 echo '{"event_id": "a3", "user_id": "A", "event_time": "2024-01-01T10:01:00Z", "amount": 1}' > "$scratch/too-late.jsonl"
+lakehouse pipelines
+say "lakehouse run --continuous: both pipelines, in the background (its output: $LAKEHOUSE_HOME/demo-stream.log)"
+lakehouse run --continuous > "$LAKEHOUSE_HOME/demo-stream.log" 2>&1 &
+stream=$!
+
 say "1. The seeds' example: A 10:00→5, B 10:02→3, A 10:04→2, B 10:06→1; C 13:00"
 echo "   (C at 13:00 moves the watermark past every window above)"
-echo "   lakehouse run --continuous (in the background; its output in $LAKEHOUSE_HOME/demo-stream.log)"
-mkdir -p "$LAKEHOUSE_HOME"
-lakehouse run --continuous --pipeline purchases > "$LAKEHOUSE_HOME/demo-stream.log" 2>&1 &
-stream=$!
 lakehouse ingest --wait 300 "$scratch/first.jsonl"
 lakehouse show gold.user_spend_5m
 say "Then the too-late event A 10:01→1: its window [10:00, 10:05) closed long ago"
@@ -43,34 +47,34 @@ say "lakehouse reconcile, beside the running stream: recompute only (A, 10:00) f
 lakehouse reconcile
 lakehouse show gold.user_spend_5m
 lakehouse show gold.corrections
-stop_stream
 
-export LAKEHOUSE_HOME="$base"
-say "2. Two declared pipelines, generated streams in two rounds (home: $LAKEHOUSE_HOME)"
-lakehouse pipelines
+say "2. Generated streams for both pipelines, in two rounds, to the same running stream"
 seed="${SEED:-$RANDOM}"
-LAKEHOUSE_HOME="$scratch/gen" lakehouse generate --events 5000 --users 40 --rate 2 --files 4 --late 0.03 \
-  --seed "$seed" > /dev/null
-LAKEHOUSE_HOME="$scratch/gen" lakehouse generate --pipeline readings --events 3000 --users 8 --rate 2 --files 4 \
-  --late 0.03 --seed "$seed" > /dev/null
-files=("$scratch"/gen/landing/*.jsonl)
+LAKEHOUSE_HOME="$scratch/gen" lakehouse generate --events 5000 --users 40 --rate 2 --files 2 --late 0.03 \
+  --start 2024-01-02T00:00:00 --seed "$seed" > /dev/null
+LAKEHOUSE_HOME="$scratch/gen" lakehouse generate --pipeline readings --events 3000 --users 8 --rate 2 --files 2 \
+  --late 0.03 --start 2024-01-02T00:00:00 --seed "$seed" > /dev/null
+purchases=("$scratch"/gen/landing/*.jsonl)
 readings=("$scratch"/gen/pipelines/readings/landing/*.jsonl)
-lakehouse ingest --pipeline purchases "${files[@]:0:2}"
-lakehouse ingest --pipeline readings "${readings[@]:0:2}"
-lakehouse run --once
-lakehouse ingest --pipeline purchases "${files[@]:2}"
-lakehouse ingest --pipeline readings "${readings[@]:2}"
-lakehouse run --once
+for round in 0 1; do
+  lakehouse ingest --wait 300 --pipeline purchases "${purchases[$round]}"
+  lakehouse ingest --wait 300 --pipeline readings "${readings[$round]}"
+done
 lakehouse reconcile
+lakehouse show gold.user_spend_5m --limit 4
+lakehouse history gold.user_spend_5m --limit 6
+lakehouse show gold.readings_1m --limit 2
+say "The stream stops (SIGTERM) and says what it did"
+stop_stream
+cat "$LAKEHOUSE_HOME/demo-stream.log"
 lakehouse tables
-lakehouse show gold.user_spend_5m --limit 10
-lakehouse history gold.user_spend_5m --limit 8
-lakehouse show gold.readings_1m --limit 4
+
 say "3. Data quality: every suite (exit 1 if a blocking expectation fails)"
 lakehouse validate
 cat <<MSG
 
-Open the Dagster UI with:  make ui   (http://127.0.0.1:${DAGSTER_PORT:-3000})
+Open the Dagster UI on the demo's home with:
+  LAKEHOUSE_HOME=$LAKEHOUSE_HOME make ui   (http://127.0.0.1:${DAGSTER_PORT:-3000})
 There, 'Materialize all' runs every stream once; turn on the sensors
 landing_sensor and late_data_sensor (Automation) and new landing files and
 late events are processed hands-free.

@@ -29,6 +29,10 @@ os.environ.setdefault("LAKEHOUSE_JVM_OPTIONS", TEST_JVM_OPTIONS)
 #: every declared pipeline at once, as a user's home does by default.
 os.environ.setdefault("LAKEHOUSE_PIPELINES", "purchases")
 os.environ.setdefault("LAKEHOUSE_EXECUTOR_JVM_OPTIONS", TEST_JVM_OPTIONS)
+#: A continuous run's warm-up (runtime.warmup) trades start-up seconds for a faster first batch: what a user
+#: waiting for the first line wants, not what a test of the tables' contents needs (it changes no table).
+#: tests/test_warmup.py runs it, and the tests where the first batch's latency is the point turn it on.
+os.environ.setdefault("LAKEHOUSE_STREAM_WARMUP", "false")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

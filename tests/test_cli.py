@@ -211,8 +211,9 @@ def test_sigkill_of_reconcile_and_of_stream_mid_run_then_restart_ends_exact(tmp_
         feeder.start()
 
         reconcile = subprocess.Popen(
-            [LAKEHOUSE, "reconcile"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
-        )
+            [LAKEHOUSE, "reconcile", "--own-spark"],
+            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
         while not _gold_commits_by(home, "lakehouse:reconcile_") and reconcile.poll() is None:
             assert time.monotonic() < deadline
             time.sleep(0.05)

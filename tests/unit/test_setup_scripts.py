@@ -30,7 +30,8 @@ def _planned(target: str) -> str:
 
 
 def test_make_demo_runs_the_set_up_and_the_demo_and_nothing_else() -> None:
-    assert _planned("demo").split("\n")[:-1] == ["bash scripts/setup.sh", "bash scripts/demo.sh"]
+    planned = _planned("demo").split("\n")[:-1]
+    assert planned == ["bash scripts/setup.sh --without-class-archive", "bash scripts/demo.sh"]
     tests = _planned("test")
     assert "bash scripts/system-packages.sh chromium postgresql" in tests.splitlines()
 
@@ -39,7 +40,8 @@ def test_the_set_up_installs_no_system_package(tmp_path: Path) -> None:
     """The set-up run as the demo runs it (its venv, jars and archive already there, as after `make test`'s own
     set-up): no installer is called, with apt-get, sudo and dpkg stubbed to record any call."""
     env, calls = _stubbed(tmp_path)
-    done = subprocess.run(["bash", "scripts/setup.sh"], cwd=REPO_ROOT, env=env, capture_output=True, text=True)
+    demo_set_up = ["bash", "scripts/setup.sh", "--without-class-archive"]
+    done = subprocess.run(demo_set_up, cwd=REPO_ROOT, env=env, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip().splitlines()[-1].startswith("setup: ready"), done.stdout
     assert not calls.exists(), calls.read_text()

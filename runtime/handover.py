@@ -1,0 +1,119 @@
+"""Work handed to a running continuous run: a reconcile asked for beside it runs in its followers' process.
+
+That process's driver JVM is warm (its plans compiled, its classes loaded) and already has its share of the
+cores: a reconcile started on its own beside a continuous run is a third JVM on the same cores, most of its
+time spent starting and compiling (about 35 s for one late event on two cores, against a few seconds warm).
+
+A request is a JSON file in ``<home>/requests/``, written whole (a rename); the serving process says it
+serves in ``requests/serving`` (its pid and the pipelines it runs) for as long as it runs, takes each request
+between two follower turns and writes the answer beside it (the reports, or the error's one line). The asker
+waits for the answer while the server lives; if the server goes before answering, the asker does the work
+itself: a reconcile is exactly once under its own locks, so one cut off and done again writes nothing twice.
+"""
+
+import contextlib
+import json
+import os
+import time
+import uuid
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from runtime.progress import StageReport
+from warehouse.settings import Settings
+
+SERVING = "serving"
+
+
+def requests_dir(settings: Settings) -> Path:
+    return settings.lakehouse_home / "requests"
+
+
+def _write_whole(path: Path, content: dict[str, Any]) -> None:
+    partial = path.with_name(f".{path.name}.partial")
+    partial.write_text(json.dumps(content), encoding="utf-8")
+    partial.replace(path)
+
+
+def _alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie, dead but not yet reaped by its parent, does not)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    with contextlib.suppress(OSError, IndexError):
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    return True
+
+
+@contextlib.contextmanager
+def serving(settings: Settings, pipelines: Sequence[str]) -> Iterator[None]:
+    """Announce that this process takes requests for ``pipelines`` while the block runs."""
+    folder = requests_dir(settings)
+    folder.mkdir(parents=True, exist_ok=True)
+    _write_whole(folder / SERVING, {"pid": os.getpid(), "pipelines": list(pipelines)})
+    try:
+        yield
+    finally:
+        with contextlib.suppress(OSError):
+            if json.loads((folder / SERVING).read_text(encoding="utf-8"))["pid"] == os.getpid():
+                (folder / SERVING).unlink()
+
+
+def server(settings: Settings, pipelines: Sequence[str]) -> int | None:
+    """The pid of a live process serving every one of ``pipelines``, else None."""
+    try:
+        announced = json.loads((requests_dir(settings) / SERVING).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    pid = int(announced["pid"])
+    if not set(pipelines) <= set(announced["pipelines"]) or not _alive(pid):
+        return None
+    return pid
+
+
+def hand_over(
+    settings: Settings, kind: str, args: dict[str, Any], pipelines: Sequence[str]
+) -> list[StageReport] | None:
+    """Have the running continuous run do ``kind`` for ``pipelines``: its reports, or None when no live run
+    serves them (or it went before answering): then the caller does it itself. A failure there is raised
+    here, in its one line."""
+    pid = server(settings, pipelines)
+    if pid is None:
+        return None
+    folder = requests_dir(settings)
+    request = folder / f"{time.time_ns()}-{uuid.uuid4().hex[:8]}.json"
+    answer = request.with_suffix(".answer")
+    _write_whole(request, {"kind": kind, "pipelines": list(pipelines), **args})
+    while not answer.exists():
+        if not _alive(pid):
+            request.unlink(missing_ok=True)
+            return None
+        time.sleep(0.1)
+    done = json.loads(answer.read_text(encoding="utf-8"))
+    answer.unlink()
+    if "error" in done:
+        raise RuntimeError(done["error"])
+    return [StageReport(**report) for report in done["reports"]]
+
+
+def pending(settings: Settings) -> list[tuple[Path, dict[str, Any]]]:
+    """The requests not answered yet, oldest first."""
+    folder = requests_dir(settings)
+    if not folder.is_dir():
+        return []
+    found = []
+    for path in sorted(folder.glob("[0-9]*.json")):
+        with contextlib.suppress(OSError, ValueError):
+            found.append((path, json.loads(path.read_text(encoding="utf-8"))))
+    return found
+
+
+def answer(request: Path, reports: Sequence[StageReport] = (), error: str | None = None) -> None:
+    """Answer ``request`` with the reports of the work done, or with the one line of its failure."""
+    shown = [{key: value for key, value in vars(report).items() if key != "listener"} for report in reports]
+    _write_whole(request.with_suffix(".answer"), {"error": error} if error is not None else {"reports": shown})
+    request.unlink(missing_ok=True)

@@ -1,0 +1,78 @@
+"""A continuous run as the demo drives it: warmed up before its first line, fed by `lakehouse ingest --wait`,
+reconciled beside it by `lakehouse reconcile`, which the running stream's followers' process does.
+
+Golden values by hand from the event rules (the seeds' running example): A 10:00 → 5 + 2, B 10:00 → 3,
+B 10:05 → 1, C 13:00 → 4; C moves the watermark to 12:58, so A 10:01 → 1 is too late and reconcile folds it
+into (A, 10:00) as its second revision, with one correction row.
+"""
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+from deltalake import DeltaTable
+
+from tests.lines import SEEDS_EXAMPLE, event
+
+pytestmark = pytest.mark.system
+LAKEHOUSE = str(Path(sys.executable).parent / "lakehouse")
+
+
+def _gold(home: Path) -> dict[tuple[str, str], tuple[str, int, int]]:
+    rows = DeltaTable(str(home / "tables" / "gold" / "user_spend_5m")).to_pyarrow_table().to_pylist()
+    return {
+        (r["user_id"], r["window_start"].strftime("%H:%M")): (str(r["total_amount"]), r["event_count"], r["revision"])
+        for r in rows
+    }
+
+
+def test_a_warmed_stream_takes_handed_files_and_a_reconcile_beside_it(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    env = {**os.environ, "LAKEHOUSE_HOME": str(home), "LAKEHOUSE_STREAM_WARMUP": "true"}
+    first, too_late = tmp_path / "first.jsonl", tmp_path / "too-late.jsonl"
+    first.write_text("\n".join([*SEEDS_EXAMPLE, event("c1", "C", "2024-01-01T13:00:00Z", "4")]) + "\n")
+    too_late.write_text(event("a3", "A", "2024-01-01T10:01:00Z", "1") + "\n")
+    home.mkdir()
+    log = (home / "stream.log").open("w")
+    stream = subprocess.Popen([LAKEHOUSE, "run", "--continuous"], env=env, stdout=log, stderr=subprocess.STDOUT)
+    try:
+
+        def lakehouse(*args: str) -> subprocess.CompletedProcess:
+            done = subprocess.run([LAKEHOUSE, *args], env=env, capture_output=True, text=True, timeout=600)
+            assert done.returncode == 0, done.stdout + done.stderr
+            return done
+
+        for lines in (first, too_late):
+            handed = lakehouse("ingest", "--wait", "300", str(lines)).stdout
+            assert re.search(r"through bronze, silver and gold \d+\.\d s after landing \(one micro-batch\)", handed)
+        assert _gold(home) == {
+            ("A", "10:00"): ("7.00", 2, 1),
+            ("B", "10:00"): ("3.00", 1, 1),
+            ("B", "10:05"): ("1.00", 1, 1),
+            ("C", "13:00"): ("4.00", 1, 1),
+        }
+        reconciled = lakehouse("reconcile").stdout
+        assert "done by the running `lakehouse run --continuous`, in its followers' process" in reconciled
+        assert "1 late events, 1 keys recomputed, 1 keys changed" in reconciled
+        assert _gold(home)[("A", "10:00")] == ("8.00", 3, 2)
+        corrections = DeltaTable(str(home / "tables" / "gold" / "corrections")).to_pyarrow_table().to_pylist()
+        assert [(c["user_id"], str(c["old_total_amount"]), str(c["new_total_amount"])) for c in corrections] == [
+            ("A", "7.00", "8.00")
+        ]
+    finally:
+        stream.send_signal(signal.SIGTERM)
+        stream.wait(timeout=180)
+        log.close()
+    output = (home / "stream.log").read_text()
+    assert stream.returncode == 0, output
+    assert re.search(r"purchases: Spark warmed up in \d+\.\d s; taking lines now", output), output
+    # The rehearsal's lines went to a scratch home, thrown away: bronze holds the six lines landed, nothing else.
+    bronze = DeltaTable(str(home / "tables" / "bronze" / "events")).to_pyarrow_table()
+    assert bronze.num_rows == 6
+    assert not list(Path(tempfile.gettempdir()).glob("lakehouse-warmup-*"))  # only this test warms up
+    assert not (home / "requests" / "serving").exists()

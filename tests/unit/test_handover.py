@@ -1,0 +1,94 @@
+"""Work handed to a running continuous run (runtime.handover): the asker's side against a server played by a
+thread of this process, and a server that dies before answering (the asker then does the work itself)."""
+
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from runtime.handover import answer, hand_over, pending, requests_dir, server, serving
+from runtime.progress import StageReport
+from warehouse.settings import Settings
+
+pytestmark = pytest.mark.unit
+
+
+def _settings(tmp_path: Path) -> Settings:
+    return Settings.from_env({"LAKEHOUSE_HOME": str(tmp_path / "home")})
+
+
+def _serve_once(settings: Settings, respond, stop: threading.Event) -> None:
+    while not stop.is_set():
+        for path, request in pending(settings):
+            respond(path, request)
+            return
+        time.sleep(0.02)
+
+
+def test_a_request_is_done_by_the_server_and_its_reports_come_back(tmp_path: Path) -> None:
+    settings = _settings(tmp_path)
+    seen: list[dict] = []
+
+    def respond(path: Path, request: dict) -> None:
+        seen.append(request)
+        done = StageReport("reconcile_late_events")
+        done.add({"rows_in": 3.0, "rows_written": 2.0}, 1.5)
+        answer(path, [done])
+
+    stop = threading.Event()
+    with serving(settings, ["purchases", "readings"]):
+        assert server(settings, ["readings"]) == os.getpid()
+        worker = threading.Thread(target=_serve_once, args=(settings, respond, stop))
+        worker.start()
+        reports = hand_over(settings, "reconcile", {"dates": ["2024-01-01"], "wait": 0}, ["purchases"])
+        stop.set()
+        worker.join()
+    assert seen == [{"kind": "reconcile", "pipelines": ["purchases"], "dates": ["2024-01-01"], "wait": 0}]
+    assert reports is not None and len(reports) == 1
+    assert (reports[0].name, reports[0].batches, reports[0].seconds) == ("reconcile_late_events", 1, 1.5)
+    assert reports[0].figures == {"rows_in": 3.0, "rows_written": 2.0}
+    # Nothing is left behind: no request, no answer, and the announcement went with the server.
+    assert sorted(p.name for p in requests_dir(settings).iterdir()) == []
+
+
+def test_a_failure_there_is_raised_here_in_its_line(tmp_path: Path) -> None:
+    settings = _settings(tmp_path)
+    stop = threading.Event()
+    with serving(settings, ["purchases"]):
+        worker = threading.Thread(
+            target=_serve_once, args=(settings, lambda path, _: answer(path, error="gold is held by a replay"), stop)
+        )
+        worker.start()
+        with pytest.raises(RuntimeError, match=r"^gold is held by a replay$"):
+            hand_over(settings, "reconcile", {}, ["purchases"])
+        stop.set()
+        worker.join()
+
+
+def test_no_server_or_one_not_running_the_pipeline_leaves_the_work_to_the_asker(tmp_path: Path) -> None:
+    settings = _settings(tmp_path)
+    assert hand_over(settings, "reconcile", {}, ["purchases"]) is None
+    with serving(settings, ["purchases"]):
+        assert server(settings, ["purchases", "readings"]) is None
+        assert hand_over(settings, "reconcile", {}, ["purchases", "readings"]) is None
+    assert pending(settings) == []
+
+
+def test_a_server_that_dies_before_answering_leaves_the_work_to_the_asker(tmp_path: Path) -> None:
+    """A served announcement whose process has gone (killed between two turns): the asker's request is taken
+    back and it is told to do the work itself."""
+    settings = _settings(tmp_path)
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(2)"])
+    folder = requests_dir(settings)
+    folder.mkdir(parents=True)
+    (folder / "serving").write_text(f'{{"pid": {child.pid}, "pipelines": ["purchases"]}}')
+    threading.Timer(0.5, child.kill).start()
+    started = time.monotonic()
+    assert hand_over(settings, "reconcile", {}, ["purchases"]) is None
+    child.wait()
+    assert time.monotonic() - started < 10
+    assert pending(settings) == []
