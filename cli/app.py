@@ -87,7 +87,9 @@ def ingest(
         console.print(f"landed {source} → {placed.name}", highlight=False, soft_wrap=True)
         if wait:
             seconds = await_in_gold(settings, placed.name, landed_at, wait)
-            console.print(f"through bronze, silver and gold {seconds:.1f} s after landing (one micro-batch)")
+            shown = f"{settings.spec.name}: {source.name}"
+            line = f"{shown} through bronze, silver and gold {seconds:.1f} s after landing (one micro-batch)"
+            console.print(line, highlight=False, soft_wrap=True)
 
 
 @app.command(rich_help_panel=EVERYDAY)
@@ -494,7 +496,12 @@ def tables(
     if as_json:
         print_json([s.as_json() for s in states])
         return
-    console.print(render.catalog_table(states, _settings().home, console.width, console))
+    by_pipeline: dict[str, list] = {}
+    for state in states:
+        by_pipeline.setdefault(state.pipeline, []).append(state)
+    for name, group in by_pipeline.items():
+        root = group[0].path[: group[0].path.rindex("/tables/")]  # each pipeline's tables/ is in its own root
+        console.print(render.catalog_table(group, root, console.width, console, title=f"{name} tables"))
 
 
 def _missing(settings: Settings, table: Any) -> str:

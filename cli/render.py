@@ -11,7 +11,6 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, date, datetime
 from decimal import Decimal
-from pathlib import Path
 from typing import Any
 
 from rich import box
@@ -318,14 +317,17 @@ def lines_progress(console: Console) -> Progress:
 # --- the catalog, rows and commits ----------------------------------------------------------------------------
 
 
-def catalog_table(states: Sequence[Any], home: Path, width: int, console: Console | None = None) -> Table:
-    """``lakehouse tables``: paths relative to ``home`` and never broken, so each shows whole in 80 columns.
+def catalog_table(
+    states: Sequence[Any], root: str, width: int, console: Console | None = None, title: str = "catalog"
+) -> Table:
+    """``lakehouse tables``, one pipeline's: paths relative to its ``root`` (the folder of its ``tables/``) and
+    never broken, so each shows whole in 80 columns.
 
     The full table when it fits ``width``; else without the layer column (each name starts with its layer),
     bordered, then borderless; names fold only when even that is too wide.
     """
-    paths = [Path(s.path) for s in states]
-    shown = [str(p.relative_to(home)) if p.is_relative_to(home) else str(p) for p in paths]
+    prefix = root.rstrip("/") + "/"
+    shown = [s.path.removeprefix(prefix) for s in states]
     rows = [
         (
             state.name or state.table.name,
@@ -341,7 +343,7 @@ def catalog_table(states: Sequence[Any], home: Path, width: int, console: Consol
         options: dict[str, Any] = {}
         if compact:  # no borders, two spaces between columns
             options = {"box": box.SIMPLE_HEAD, "show_edge": False, "pad_edge": False, "collapse_padding": True}
-        table = Table(title="catalog", caption=f"paths under {home}", **options)
+        table = Table(title=title, caption=f"paths under {root}", **options)
         table.add_column("name", overflow="fold")
         for header in ("layer", "version") if layer else ("version",):
             table.add_column(header, no_wrap=True)
@@ -492,11 +494,15 @@ def pipeline_record(settings: Any) -> dict[str, Any]:
 
 
 def pipelines_table(records: Sequence[Mapping[str, Any]], selected: Sequence[str]) -> Table:
-    """``lakehouse pipelines``: one row per declared pipeline, what a reader looks for first (``--json`` has
-    every table and field)."""
-    table = Table(title="declared pipelines", caption="LAKEHOUSE_PIPELINES runs " + (", ".join(selected) or "all"))
-    for header in ("name", "source", "id → keys", "event time", "windows"):
-        table.add_column(header, overflow="fold")
+    """``lakehouse pipelines``: per declared pipeline, what a reader looks for first, a line each, so a folder's
+    path stays whole in 80 columns (``--json`` has every table and field)."""
+    caption = "LAKEHOUSE_PIPELINES runs " + (", ".join(selected) or "all")
+    table = Table(
+        title="declared pipelines", caption=caption, box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False,
+        collapse_padding=True,
+    )  # fmt: skip
+    table.add_column("name", no_wrap=True)
+    table.add_column("declared")
     for record in records:
         windows = record["windows"]
         kinds = [f"tumbling {windows['tumbling']}"]
@@ -508,13 +514,13 @@ def pipelines_table(records: Sequence[Mapping[str, Any]], selected: Sequence[str
             kinds.append(f"global every {windows['global']['every']}")
         source = f"{record['source_folder']}/"
         if record["source"]["default"] == "kafka" or "topic" in record["source"]:
-            source += f"\nkafka {record['kafka_topic']}"
+            source += f" or Kafka topic {record['kafka_topic']}"
         time = record["time"]
-        table.add_row(
-            record["name"],
-            source,
-            f"{record['id']}\n→ {', '.join(record['keys'])}",
-            f"{time['field']}\n{', '.join(time['formats'])}",
-            "\n".join(kinds),
-        )
+        lines = [
+            f"source     {source}",
+            f"id → keys  {record['id']} → {', '.join(record['keys'])}",
+            f"event time {time['field']} ({', '.join(time['formats'])})",
+            *(f"{'windows' if i == 0 else '':<11}{', '.join(kinds[i : i + 2])}" for i in range(0, len(kinds), 2)),
+        ]
+        table.add_row(record["name"], "\n".join(lines))
     return table

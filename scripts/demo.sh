@@ -31,10 +31,16 @@ cat > "$scratch/first.jsonl" <<'JSON'
 {"event_id": "c1", "user_id": "C", "event_time": "2024-01-01T13:00:00Z", "amount": 4}
 JSON
 echo '{"event_id": "a3", "user_id": "A", "event_time": "2024-01-01T10:01:00Z", "amount": 1}' > "$scratch/too-late.jsonl"
-lakehouse pipelines
 say "lakehouse run --continuous: both pipelines, in the background (its output: $LAKEHOUSE_HOME/demo-stream.log)"
 lakehouse run --continuous > "$LAKEHOUSE_HOME/demo-stream.log" 2>&1 &
 stream=$!
+lakehouse pipelines
+# Part 2's lines, written while the stream starts.
+seed="${SEED:-$RANDOM}"
+LAKEHOUSE_HOME="$scratch/gen" lakehouse generate --events 5000 --users 40 --rate 2 --files 2 --late 0.03 \
+  --start 2024-01-02T00:00:00 --seed "$seed" > /dev/null
+LAKEHOUSE_HOME="$scratch/gen" lakehouse generate --pipeline readings --events 3000 --users 8 --rate 2 --files 2 \
+  --late 0.03 --start 2024-01-02T00:00:00 --seed "$seed" > /dev/null
 
 say "1. The seeds' example: A 10:00→5, B 10:02→3, A 10:04→2, B 10:06→1; C 13:00"
 echo "   (C at 13:00 moves the watermark past every window above)"
@@ -49,16 +55,13 @@ lakehouse show gold.user_spend_5m
 lakehouse show gold.corrections
 
 say "2. Generated streams for both pipelines, in two rounds, to the same running stream"
-seed="${SEED:-$RANDOM}"
-LAKEHOUSE_HOME="$scratch/gen" lakehouse generate --events 5000 --users 40 --rate 2 --files 2 --late 0.03 \
-  --start 2024-01-02T00:00:00 --seed "$seed" > /dev/null
-LAKEHOUSE_HOME="$scratch/gen" lakehouse generate --pipeline readings --events 3000 --users 8 --rate 2 --files 2 \
-  --late 0.03 --start 2024-01-02T00:00:00 --seed "$seed" > /dev/null
 purchases=("$scratch"/gen/landing/*.jsonl)
 readings=("$scratch"/gen/pipelines/readings/landing/*.jsonl)
 for round in 0 1; do
+  # Both pipelines' files land at once, as two sources' files would.
+  lakehouse ingest --wait 300 --pipeline readings "${readings[$round]}" &
   lakehouse ingest --wait 300 --pipeline purchases "${purchases[$round]}"
-  lakehouse ingest --wait 300 --pipeline readings "${readings[$round]}"
+  wait $!
 done
 lakehouse reconcile
 lakehouse show gold.user_spend_5m --limit 4

@@ -89,20 +89,28 @@ def test_status_when_wide_is_one_row_per_stream() -> None:
     assert "2 files (123s)" in text and "never" in text
 
 
-def catalog(width: int) -> str:
-    home = Path("/home/someone/a-lakehouse")
-    names = ["bronze.events", "silver.quarantine", "gold.user_spend_1h_hopping", "gold.user_spend_5m_firings"]
+def catalog(width: int, root: Path = Path("/home/someone/a-lakehouse"), names: tuple[str, ...] = ()) -> str:
+    names = names or ("bronze.events", "silver.quarantine", "gold.user_spend_1h_hopping", "gold.user_spend_5m_firings")
     states = [
         TableState(
             SimpleNamespace(name=name, layer=name.split(".")[0]),
-            str(home / "tables" / name.replace(".", "/")),
+            # Another pipeline's tables carry its name in the catalog, not in their folder's.
+            str(root / "tables" / name.replace(".", "/").replace("readings_", "")),
             True,
             None if name.startswith("silver") else 3,
             None if name.startswith("silver") else 12_345,
         )
         for name in names
     ]
-    return printed(width, lambda console: console.print(render.catalog_table(states, home, width, console)))
+    return printed(width, lambda console: console.print(render.catalog_table(states, str(root), width, console)))
+
+
+def test_another_pipelines_tables_in_80_columns_show_each_name_whole() -> None:
+    """Another pipeline's tables, under its own root: paths from there, so its longer names need not fold."""
+    root = Path("/home/someone/a-lakehouse/pipelines/readings")
+    names = ("silver.readings_quarantine", "gold.readings_sessions", "ops.readings_stream_progress")
+    text = catalog(80, root, names)
+    assert_fits(text, 80, [*names, "paths under /home/someone/a-lakehouse/pipelines/readings"])
 
 
 def test_tables_in_80_columns_shows_every_name_and_path_whole() -> None:
