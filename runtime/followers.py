@@ -42,13 +42,12 @@ from pyspark.sql import SparkSession
 from runtime.faults import retry_slow_start
 from runtime.handover import answer, pending, serving
 from runtime.pipelines import reconcile_all
-from runtime.progress import IN_TURNS, StageReport, query_prefix, recorder_for
+from runtime.progress import IN_TURNS, Notices, StageReport, query_prefix, recorder_for
 from runtime.runner import (
     CONTINUOUS_RUN,
     IDLE_ADVANCE,
     IDLE_CHECK_SECONDS,
     FollowerJob,
-    Notices,
     advance_idle_watermark,
     broker_down,
     drain_stage,

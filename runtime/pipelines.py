@@ -19,7 +19,7 @@ from runtime.progress import StageReport, StreamStatus, query_prefix, stream_sta
 from runtime.runner import drain_older_streams, prepare, run_continuous, run_once, run_reconcile
 from runtime.sources.kafka import partition_lag
 from runtime.stages import Stage, reconcile_stage, source_stage, stages
-from runtime.warmup import warm_critical_path, worth_warming
+from runtime.warmup import worth_warming
 from warehouse.settings import Settings
 
 
@@ -57,17 +57,14 @@ def run_all_continuous(
     (``runtime.followers``): on shared cores the kernel serves the first pipeline's critical path first, and
     the other pipelines take what its followers did, in one JVM whatever their number. Each is prepared
     here first, so a damaged home or a refused spec change stops the run in one line before anything starts.
-    With nothing waiting, the first pipeline's critical path is rehearsed on ``warmup_lines`` (lines of its
-    spec) before its stream starts (``runtime.warmup``)."""
+    With nothing waiting, the first pipeline's critical path rehearses on ``warmup_lines`` (lines of its spec)
+    before it takes lines (``runtime.warmup``)."""
     first, others = views[0], list(views[1:])
     reports: list[StageReport] = []
     for view in others:
         prepare(spark, view)
         reports += _named(view, drain_older_streams(spark, view))
-    if warmup_lines and worth_warming(first, source_of(first, source)):
-        seconds = warm_critical_path(spark, first, warmup_lines)
-        if on_notice:
-            on_notice(f"{first.spec.name}: Spark warmed up in {seconds:.1f} s; taking lines now")
+    warm = bool(warmup_lines) and worth_warming(first, source_of(first, source))
     return reports + _named(
         first,
         run_continuous(
@@ -77,6 +74,7 @@ def run_all_continuous(
             source=source_of(first, source),
             on_notice=on_notice,
             others=[(view, source_of(view, source)) for view in others],
+            rehearsal=warmup_lines if warm else (),
         ),
     )
 

@@ -15,8 +15,8 @@ import json
 import os
 import threading
 import time
-from collections.abc import Callable
-from contextlib import suppress
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -237,6 +237,25 @@ def recorder_for(spark: SparkSession, settings: Settings) -> ProgressRecorder:
     return recorder
 
 
+@contextmanager
+def recorder_aside(spark: SparkSession, settings: Settings) -> Iterator[None]:
+    """Within the block, the pipeline's recorder stops listening (a rehearsal's queries, named as its own, are
+    not its progress); after it, the same recorder listens again."""
+    key = (id(spark), query_prefix(settings))
+    kept = _RECORDERS.pop(key, None)
+    if kept is not None:
+        spark.streams.removeListener(kept)
+    try:
+        yield
+    finally:
+        stand_in = _RECORDERS.pop(key, None)
+        if stand_in is not None:
+            spark.streams.removeListener(stand_in)
+        if kept is not None:
+            spark.streams.addListener(kept)
+            _RECORDERS[key] = kept
+
+
 @dataclass(frozen=True)
 class StreamStatus:
     """What ``lakehouse status`` shows for one stream: read from files only (no Spark)."""
@@ -339,3 +358,22 @@ def await_in_gold(settings: Settings, name: str, landed_at: float, wait: float) 
         if time.monotonic() > deadline:
             raise TimeoutError(f"{name} was not in gold within {wait:g} s of landing")
         time.sleep(0.1)
+
+
+class Notices:
+    """One line when the Kafka broker becomes unreachable, one when it answers again (not one per cycle)."""
+
+    def __init__(self, say: Callable[[str], None] | None) -> None:
+        self.say = say or (lambda _: None)
+        self.outage_since: float | None = None
+
+    def broker(self, settings: Settings, error: Exception | None) -> None:
+        servers = settings.kafka.bootstrap_servers
+        if error is not None and self.outage_since is None:
+            self.outage_since = time.monotonic()
+            self.say(f"Kafka at {servers} is not reachable ({type(error).__name__}); retrying every cycle")
+        elif error is None and self.outage_since is not None:
+            self.say(
+                f"Kafka at {servers} answers again after {time.monotonic() - self.outage_since:.0f} s; catching up"
+            )
+            self.outage_since = None

@@ -32,6 +32,7 @@ from runtime.carry import carried_writer
 from runtime.checkpoints import KAFKA_STAGE, RECONCILE_STAGE, checkpoint_dir
 from runtime.faults import check_home, retry_slow_start
 from runtime.progress import (
+    Notices,
     StageReport,
     pending_landing_files,
     pending_source_commits,
@@ -293,12 +294,14 @@ def run_continuous(
     source: str = "landing",
     on_notice: Callable[[str], None] | None = None,
     others: Sequence[tuple[Settings, str]] = (),
+    rehearsal: Sequence[str] = (),
 ) -> list[StageReport]:
     """Run the pipeline until ``stop`` is set or a signal comes: the critical path (bronze, silver, the
     tumbling table) in one query that keeps running, and the followers (fraud alerts, the derived windows,
     the join, distinct URLs) in cycles of their own in a process of their own (``runtime.followers``), at a
-    lower CPU priority. ``others`` (settings view, source) are other pipelines, prepared by the caller: the
-    followers' process runs them whole, in its cycles.
+    lower CPU priority. With ``rehearsal`` lines, the critical path rehearses on them first (``runtime.warmup``).
+    ``others`` (settings view, source) are other pipelines, prepared by the caller: the followers' process runs
+    them.
 
     The source stream's query runs for the whole run (a trigger every ``trigger_interval_seconds``, no
     start per batch), and each of its micro-batches carries a landed line all the way to the tumbling
@@ -332,7 +335,12 @@ def run_continuous(
     try:
         with hold_all(settings, pipeline.source.lock_names(settings), purpose=CONTINUOUS_RUN):
             if pipeline.followers or others:
-                followers = FollowerProcess(settings, source, recorder.run_id, others)
+                followers = FollowerProcess(FollowerJob(settings, source, recorder.run_id, tuple(others)))
+            if rehearsal:  # while the followers' process starts its JVM
+                from runtime.warmup import warm_critical_path  # here: it imports this module
+
+                seconds = warm_critical_path(spark, settings, rehearsal)
+                notices.say(f"{settings.spec.name}: Spark warmed up in {seconds:.1f} s; taking lines now")
             try:
                 while not stop.is_set():
                     critical.keep_running()
@@ -386,23 +394,18 @@ class FollowerJob:
     others: tuple[tuple[Settings, str], ...] = ()
 
 
-def followers_log(settings: Settings) -> Path:
-    return settings.logs_dir / "followers.log"
-
-
 class FollowerProcess:
     """The parent's handle on the followers' process: start it, read its figures, learn of its failure, stop it."""
 
-    def __init__(
-        self, settings: Settings, source: str, run_id: str, others: Sequence[tuple[Settings, str]] = ()
-    ) -> None:
-        self.settings = settings
+    def __init__(self, job: FollowerJob) -> None:
+        self.settings = settings = job.settings
+        self.log = settings.logs_dir / "followers.log"
         self.reports: dict[str, StageReport] = {}
         self.error: str | None = None
         self._stopping = False
-        followers_log(settings).parent.mkdir(parents=True, exist_ok=True)
+        self.log.parent.mkdir(parents=True, exist_ok=True)
         reading, writing = os.pipe()
-        with followers_log(settings).open("ab") as log:
+        with self.log.open("ab") as log:
             self.process = subprocess.Popen(
                 [sys.executable, "-m", "runtime.followers", str(os.getpid()), str(writing)],
                 stdin=subprocess.PIPE,
@@ -413,7 +416,7 @@ class FollowerProcess:
             )
         os.close(writing)
         assert self.process.stdin is not None
-        self.process.stdin.write(pickle.dumps(FollowerJob(settings, source, run_id, tuple(others))))
+        self.process.stdin.write(pickle.dumps(job))
         self.process.stdin.close()
         self._reader = threading.Thread(target=self._read, args=(reading,), name="lakehouse-followers", daemon=True)
         self._reader.start()
@@ -438,9 +441,9 @@ class FollowerProcess:
             return None
         self._reader.join(timeout=5)
         if self.error:
-            return f"the followers stopped: {self.error} (more in {followers_log(self.settings)})"
+            return f"the followers stopped: {self.error} (more in {self.log})"
         ended = f"signal {-code}" if code < 0 else f"exit status {code}"
-        return f"the followers' process ended ({ended}); see {followers_log(self.settings)}"
+        return f"the followers' process ended ({ended}); see {self.log}"
 
     def stop(self) -> None:
         """Ask the process to stop its queries (a batch cut off mid-way is re-run by the next start), and wait."""
@@ -469,7 +472,7 @@ class _SourceQuery:
     broker outage (or the re-run quirk in :func:`drain_stage`); any other failure stops the run."""
 
     def __init__(
-        self, spark: SparkSession, settings: Settings, stage: Stage, report: StageReport, notices: "Notices"
+        self, spark: SparkSession, settings: Settings, stage: Stage, report: StageReport, notices: Notices
     ) -> None:
         self.spark, self.settings, self.stage, self.report, self.notices = spark, settings, stage, report, notices
         self.batch_lock = threading.Lock()
@@ -510,7 +513,7 @@ class _SourceQuery:
             self.query.stop()
 
 
-def broker_down(settings: Settings, stage: Stage, notices: "Notices") -> bool:
+def broker_down(settings: Settings, stage: Stage, notices: Notices) -> bool:
     """Whether the Kafka broker does not answer now (told once each way through ``notices``)."""
     try:
         partition_lag(settings, checkpoint_dir(settings, stage))
@@ -523,25 +526,6 @@ def broker_down(settings: Settings, stage: Stage, notices: "Notices") -> bool:
 
 def _with_idle(reports: list[StageReport], idle: StageReport) -> list[StageReport]:
     return [*reports, idle] if idle.batches else reports
-
-
-class Notices:
-    """One line when the Kafka broker becomes unreachable, one when it answers again (not one per cycle)."""
-
-    def __init__(self, say: Callable[[str], None] | None) -> None:
-        self.say = say or (lambda _: None)
-        self.outage_since: float | None = None
-
-    def broker(self, settings: Settings, error: Exception | None) -> None:
-        servers = settings.kafka.bootstrap_servers
-        if error is not None and self.outage_since is None:
-            self.outage_since = time.monotonic()
-            self.say(f"Kafka at {servers} is not reachable ({type(error).__name__}); retrying every cycle")
-        elif error is None and self.outage_since is not None:
-            self.say(
-                f"Kafka at {servers} answers again after {time.monotonic() - self.outage_since:.0f} s; catching up"
-            )
-            self.outage_since = None
 
 
 def _has_work(settings: Settings, stage: Stage) -> bool:
