@@ -11,6 +11,7 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import date
+from functools import partial
 
 from pyspark.sql import SparkSession
 
@@ -19,7 +20,7 @@ from runtime.progress import StageReport, StreamStatus, query_prefix, stream_sta
 from runtime.runner import drain_older_streams, prepare, run_continuous, run_once, run_reconcile
 from runtime.sources.kafka import partition_lag
 from runtime.stages import Stage, reconcile_stage, source_stage, stages
-from runtime.warmup import worth_warming
+from runtime.warmup import warm_critical_path, worth_warming
 from warehouse.settings import Settings
 
 
@@ -74,7 +75,7 @@ def run_all_continuous(
             source=source_of(first, source),
             on_notice=on_notice,
             others=[(view, source_of(view, source)) for view in others],
-            rehearsal=warmup_lines if warm else (),
+            warm_up=partial(warm_critical_path, spark, first, warmup_lines) if warm else None,
         ),
     )
 

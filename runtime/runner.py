@@ -294,12 +294,12 @@ def run_continuous(
     source: str = "landing",
     on_notice: Callable[[str], None] | None = None,
     others: Sequence[tuple[Settings, str]] = (),
-    rehearsal: Sequence[str] = (),
+    warm_up: Callable[[], float] | None = None,
 ) -> list[StageReport]:
     """Run the pipeline until ``stop`` is set or a signal comes: the critical path (bronze, silver, the
     tumbling table) in one query that keeps running, and the followers (fraud alerts, the derived windows,
     the join, distinct URLs) in cycles of their own in a process of their own (``runtime.followers``), at a
-    lower CPU priority. With ``rehearsal`` lines, the critical path rehearses on them first (``runtime.warmup``).
+    lower CPU priority. ``warm_up`` (``runtime.warmup``) rehearses the critical path before its query starts.
     ``others`` (settings view, source) are other pipelines, prepared by the caller: the followers' process runs
     them.
 
@@ -336,11 +336,8 @@ def run_continuous(
         with hold_all(settings, pipeline.source.lock_names(settings), purpose=CONTINUOUS_RUN):
             if pipeline.followers or others:
                 followers = FollowerProcess(FollowerJob(settings, source, recorder.run_id, tuple(others)))
-            if rehearsal:  # while the followers' process starts its JVM
-                from runtime.warmup import warm_critical_path  # here: it imports this module
-
-                seconds = warm_critical_path(spark, settings, rehearsal)
-                notices.say(f"{settings.spec.name}: Spark warmed up in {seconds:.1f} s; taking lines now")
+            if warm_up:  # while the followers' process starts its JVM
+                notices.say(f"{settings.spec.name}: Spark warmed up in {warm_up():.1f} s; taking lines now")
             try:
                 while not stop.is_set():
                     critical.keep_running()

@@ -6,7 +6,7 @@
 #     aside in silver.late_events.
 #  2. Generated streams for both pipelines (duplicates, disorder, late and invalid lines) in two rounds, so the
 #     watermark moves between them and far-behind events are set aside; `lakehouse reconcile` beside the
-#     running stream folds every late event in, the seeds' among them (with its correction row); the stream
+#     running stream folds every late event in, the seeds' among them (its window's second revision); the stream
 #     stops and prints what it did.
 #  3. Data quality: every suite of both pipelines.
 set -euo pipefail
@@ -62,7 +62,6 @@ done
 say "lakehouse reconcile, beside the running stream: only the windows late events touched, (A, 10:00) among them"
 lakehouse reconcile
 lakehouse show gold.user_spend_5m --limit 4
-lakehouse show gold.corrections --limit 1
 lakehouse history gold.user_spend_5m --limit 6
 lakehouse show gold.readings_1m --limit 2
 say "The stream stops (SIGTERM) and says what it did"
