@@ -36,8 +36,17 @@ def _write_whole(path: Path, content: dict[str, Any]) -> None:
     partial.replace(path)
 
 
-def _alive(pid: int) -> bool:
-    """Whether ``pid`` runs (a zombie, dead but not yet reaped by its parent, does not)."""
+def _started(pid: int) -> str:
+    """When ``pid`` started (clock ticks since boot, from /proc; empty where there is none): with the pid, it
+    names one process, never a later one given the same pid."""
+    with contextlib.suppress(OSError, IndexError):
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
+    return ""
+
+
+def _alive(pid: int, started: str = "") -> bool:
+    """Whether ``pid`` runs (a zombie, dead but not yet reaped by its parent, does not), and is the process
+    that started at ``started`` when that is known."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -45,7 +54,8 @@ def _alive(pid: int) -> bool:
     except PermissionError:
         return True
     with contextlib.suppress(OSError, IndexError):
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return fields[0] != "Z" and (not started or fields[19] == started)
     return True
 
 
@@ -54,7 +64,8 @@ def serving(settings: Settings, pipelines: Sequence[str]) -> Iterator[None]:
     """Announce that this process takes requests for ``pipelines`` while the block runs."""
     folder = requests_dir(settings)
     folder.mkdir(parents=True, exist_ok=True)
-    _write_whole(folder / SERVING, {"pid": os.getpid(), "pipelines": list(pipelines)})
+    announced = {"pid": os.getpid(), "started": _started(os.getpid()), "pipelines": list(pipelines)}
+    _write_whole(folder / SERVING, announced)
     try:
         yield
     finally:
@@ -63,16 +74,16 @@ def serving(settings: Settings, pipelines: Sequence[str]) -> Iterator[None]:
                 (folder / SERVING).unlink()
 
 
-def server(settings: Settings, pipelines: Sequence[str]) -> int | None:
-    """The pid of a live process serving every one of ``pipelines``, else None."""
+def server(settings: Settings, pipelines: Sequence[str]) -> tuple[int, str] | None:
+    """The pid and start of a live process serving every one of ``pipelines``, else None."""
     try:
         announced = json.loads((requests_dir(settings) / SERVING).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        pid, started = int(announced["pid"]), str(announced.get("started", ""))
+    except (OSError, ValueError, KeyError, TypeError):
         return None
-    pid = int(announced["pid"])
-    if not set(pipelines) <= set(announced["pipelines"]) or not _alive(pid):
+    if not set(pipelines) <= set(announced.get("pipelines", ())) or not _alive(pid, started):
         return None
-    return pid
+    return pid, started
 
 
 def hand_over(
@@ -81,15 +92,15 @@ def hand_over(
     """Have the running continuous run do ``kind`` for ``pipelines``: its reports, or None when no live run
     serves them (or it went before answering): then the caller does it itself. A failure there is raised
     here, in its one line."""
-    pid = server(settings, pipelines)
-    if pid is None:
+    serving_process = server(settings, pipelines)
+    if serving_process is None:
         return None
     folder = requests_dir(settings)
     request = folder / f"{time.time_ns()}-{uuid.uuid4().hex[:8]}.json"
     answer = request.with_suffix(".answer")
     _write_whole(request, {"kind": kind, "pipelines": list(pipelines), **args})
     while not answer.exists():
-        if not _alive(pid):
+        if not _alive(*serving_process):
             request.unlink(missing_ok=True)
             return None
         time.sleep(0.1)
