@@ -27,12 +27,12 @@ if [ ! -x .venv/bin/python ]; then
   "$PYTHON" -m venv .venv
 fi
 if [ "$(cat .venv/.installed 2>/dev/null)" != "$(stamp_of)" ]; then
-  # uv installs the stack in seconds where pip takes about a minute (it links from its cache and compiles no
-  # bytecode ahead; Python does that on first import). It builds pyspark's wheel from its source archive once
-  # and keeps it in its cache.
+  # uv links the stack from its cache (pyspark's wheel built from its source archive once) and compiles the
+  # bytecode ahead on every core: where PYTHONDONTWRITEBYTECODE is set, Python would otherwise compile every
+  # module it imports again in every process.
   .venv/bin/pip install --quiet --disable-pip-version-check "uv==$UV_VERSION"
   # requirements.lock pins every transitive package to the audited set (`make audit`; `make lock` renews it).
-  .venv/bin/uv pip install --quiet --python .venv/bin/python -e '.[dev]' -c requirements.lock
+  .venv/bin/uv pip install --quiet --compile-bytecode --python .venv/bin/python -e '.[dev]' -c requirements.lock
   stamp_of > .venv/.installed
 fi
 
