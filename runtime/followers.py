@@ -234,7 +234,7 @@ def main() -> None:
         signal.signal(signum, lambda *_: stop.set())
 
     def tell(reports: dict[str, StageReport]) -> None:
-        shown = [{key: value for key, value in vars(item).items() if key != "listener"} for item in reports.values()]
+        shown = [item.to_json() for item in reports.values()]
         report.write(json.dumps({"reports": shown}) + "\n")
 
     try:

@@ -125,6 +125,6 @@ def pending(settings: Settings) -> list[tuple[Path, dict[str, Any]]]:
 
 def answer(request: Path, reports: Sequence[StageReport] = (), error: str | None = None) -> None:
     """Answer ``request`` with the reports of the work done, or with the one line of its failure."""
-    shown = [{key: value for key, value in vars(report).items() if key != "listener"} for report in reports]
+    shown = [report.to_json() for report in reports]
     _write_whole(request.with_suffix(".answer"), {"error": error} if error is not None else {"reports": shown})
     request.unlink(missing_ok=True)

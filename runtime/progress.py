@@ -82,6 +82,10 @@ class StageReport:
         if self.listener:
             self.listener(self, batch_figures)
 
+    def to_json(self) -> dict[str, Any]:
+        """The report as another process reads it back (``StageReport(**shown)``): everything but the listener."""
+        return {key: value for key, value in vars(self).items() if key != "listener"}
+
 
 #: ``ops.stream_progress.run_id`` of a ``run --continuous`` process starts with this.
 CONTINUOUS_PREFIX = "continuous-"
