@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 export PYSPARK_PYTHON := $(abspath $(BIN)/python)
 
-.PHONY: setup system-packages demo docs screenshots test test-fast fuzz lint ui bench concurrency chaos soak clean-home lock audit
+.PHONY: setup system-packages test-setup demo docs screenshots test test-fast fuzz lint ui bench concurrency chaos soak clean-home lock audit
 
 setup:
 	@bash scripts/setup.sh
@@ -29,10 +29,15 @@ docs: setup
 screenshots: setup system-packages
 	LAKEHOUSE_DOCS_IMAGES=$(CURDIR)/docs/images $(BIN)/python -m pytest -p no:xdist -q tests/test_ui.py
 
+# The set-up and the system packages side by side: one fetches the Python stack and the jars and builds the
+# class archive (mostly CPU), the other downloads and unpacks Debian's packages (network and disk).
+test-setup:
+	@$(MAKE) --no-print-directory -j2 setup system-packages
+
 # Two worker processes (one SparkSession each), tests handed out one by one (a module sharing a fixture
 # stays on one worker, `xdist_group`): most tests wait on JVM start-up, subprocesses, sensors and a
 # browser, so two share the two cores well.
-test: setup system-packages
+test: test-setup
 	$(BIN)/ruff check .
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet --site-dir .cache/site-check
 	$(BIN)/python -m pytest -n 2 --dist loadgroup --durations=0 --durations-min=15

@@ -23,6 +23,32 @@ UV_VERSION=0.13.9
 stamp_of() { cat pyproject.toml requirements.lock scripts/setup.sh | sha256sum | cut -d' ' -f1; }
 
 mkdir -p .cache
+
+# The JVM's jars, each set fetched once by Maven into a git-ignored folder of .cache/ (its pom under jvm/):
+#   jars           Delta's jars and their runtime dependencies that pyspark does not already ship
+#   s3-jars        Hadoop's S3A and the AWS SDK modules it uses (13 MB), for tables on object storage
+#                  (LAKEHOUSE_STORAGE_URI); a session adds them to Spark only then
+#   kafka-broker   Apache Kafka's broker for `lakehouse kafka up`, never on Spark's class path
+fetch_jars() {
+  local folder=$1 pom=$2 what=$3 stamp
+  stamp=$(sha256sum "$pom" | cut -d' ' -f1)
+  [ "$(cat ".cache/$folder/.fetched" 2>/dev/null)" != "$stamp" ] || return 0
+  command -v mvn >/dev/null 2>&1 || fail "Maven ('mvn') is needed once to fetch $what"
+  rm -rf ".cache/$folder.partial" && mkdir -p ".cache/$folder.partial"
+  mvn -q -B -f "$pom" dependency:copy-dependencies -DoutputDirectory="$ROOT/.cache/$folder.partial" \
+    || fail "could not fetch $what with Maven (see the output above)"
+  rm -rf ".cache/$folder" && mv ".cache/$folder.partial" ".cache/$folder"
+  echo "$stamp" > ".cache/$folder/.fetched"
+}
+# Maven's downloads go on beside the Python stack's install (one uses the network and the JVM, the other uv's
+# cache and every core for the bytecode); the three Maven runs one after another, as they share ~/.m2.
+(
+  fetch_jars jars jvm/pom.xml "the Delta jars"
+  fetch_jars s3-jars jvm/s3/pom.xml "the S3A jars"
+  fetch_jars kafka-broker jvm/kafka-broker/pom.xml "the Kafka broker's jars"
+) &
+maven=$!
+
 if [ ! -x .venv/bin/python ]; then
   "$PYTHON" -m venv .venv
 fi
@@ -35,39 +61,7 @@ if [ "$(cat .venv/.installed 2>/dev/null)" != "$(stamp_of)" ]; then
   .venv/bin/uv pip install --quiet --compile-bytecode --python .venv/bin/python -e '.[dev]' -c requirements.lock
   stamp_of > .venv/.installed
 fi
-
-# Delta's JVM jars (and their runtime dependencies that pyspark does not already ship), listed in jvm/pom.xml.
-jars_stamp=$(sha256sum jvm/pom.xml | cut -d' ' -f1)
-if [ "$(cat .cache/jars/.fetched 2>/dev/null)" != "$jars_stamp" ]; then
-  command -v mvn >/dev/null 2>&1 || fail "Maven ('mvn') is needed once to fetch the Delta jars"
-  rm -rf .cache/jars.partial && mkdir -p .cache/jars.partial
-  mvn -q -B -f jvm/pom.xml dependency:copy-dependencies -DoutputDirectory="$ROOT/.cache/jars.partial" \
-    || fail "could not fetch the Delta jars with Maven (see the output above)"
-  rm -rf .cache/jars && mv .cache/jars.partial .cache/jars
-  echo "$jars_stamp" > .cache/jars/.fetched
-fi
-# Hadoop's S3A and the AWS SDK modules it uses (13 MB), for tables on object storage (LAKEHOUSE_STORAGE_URI); a
-# session adds them to Spark only then.
-s3_stamp=$(sha256sum jvm/s3/pom.xml | cut -d' ' -f1)
-if [ "$(cat .cache/s3-jars/.fetched 2>/dev/null)" != "$s3_stamp" ]; then
-  command -v mvn >/dev/null 2>&1 || fail "Maven ('mvn') is needed once to fetch the S3A jars"
-  rm -rf .cache/s3-jars.partial && mkdir -p .cache/s3-jars.partial
-  mvn -q -B -f jvm/s3/pom.xml dependency:copy-dependencies -DoutputDirectory="$ROOT/.cache/s3-jars.partial" \
-    || fail "could not fetch the S3A jars with Maven (see the output above)"
-  rm -rf .cache/s3-jars && mv .cache/s3-jars.partial .cache/s3-jars
-  echo "$s3_stamp" > .cache/s3-jars/.fetched
-fi
-# Apache Kafka's broker for `lakehouse kafka up`, in its own folder (never on Spark's class path).
-broker_stamp=$(sha256sum jvm/kafka-broker/pom.xml | cut -d' ' -f1)
-if [ "$(cat .cache/kafka-broker/.fetched 2>/dev/null)" != "$broker_stamp" ]; then
-  command -v mvn >/dev/null 2>&1 || fail "Maven ('mvn') is needed once to fetch the Kafka broker's jars"
-  rm -rf .cache/kafka-broker.partial && mkdir -p .cache/kafka-broker.partial
-  mvn -q -B -f jvm/kafka-broker/pom.xml dependency:copy-dependencies \
-    -DoutputDirectory="$ROOT/.cache/kafka-broker.partial" \
-    || fail "could not fetch the Kafka broker's jars with Maven (see the output above)"
-  rm -rf .cache/kafka-broker && mv .cache/kafka-broker.partial .cache/kafka-broker
-  echo "$broker_stamp" > .cache/kafka-broker/.fetched
-fi
+wait "$maven" || exit 1
 
 # The driver JVM's class-data archive (AppCDS: ~3.5 s off every Spark start), rebuilt when the JVM, the jars or
 # the stack change. Optional: without it Spark starts the slow way.
