@@ -16,7 +16,7 @@ A cycle kills, in this order, each after a random wait:
   maintain    ``lakehouse maintain`` beside the stream (the next cycle's, or the last, runs to its end)
   stream      again, left down for the Dagster part: the landing sensor is switched on
   sensor run  the process of a run the landing sensor launched (run monitoring must fail it, freeing its pools)
-  daemon      ``dagster-daemon`` itself, then started again (a later sensor run must succeed)
+  daemon      ``dagster-daemon`` itself, then started again (its sensors must tick, a run it launches succeed)
   replay      ``lakehouse replay`` (the stream is down: it refuses otherwise), then run again to its end
 Then the stream starts again and the next cycle begins. After the last kill: the sensors are switched off, the
 runs end, ``run --once`` from both sources, ``reconcile``, ``maintain`` and ``validate`` finish, and the checks
@@ -36,7 +36,6 @@ import argparse
 import json
 import os
 import random
-import re
 import shutil
 import signal
 import subprocess
@@ -47,28 +46,22 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from bench.chaos_checks import ENDED, LANDING_SENSOR, LATE_DATA_SENSOR, SENSOR_ID, dagster_checks, table_checks, tally
-from bench.concurrency import CONFLICT, _values, _versions
-from bench.run import _environment, _lakehouse_command
+from bench.chaos_checks import dagster_checks, table_checks, tally
+from bench.concurrency import CONFLICT, table_versions, tumbling_values
+from bench.dagster_api import ENDED, LANDING_SENSOR, LATE_DATA_SENSOR, WAITING, DagsterApi
+from bench.run import bench_environment, lakehouse_command
 from devtools.daemons import free_port
 from devtools.synthetic import StreamSpec, generate_lines
 from runtime.checkpoints import checkpoint_dir, committed_batches, uncommitted_batch
 from runtime.sources.kafka_client import produce_lines
 from runtime.sources.landing import place_in_landing
 from runtime.stages import source_stage
-from tests.sensor_flow import START_SENSOR, selector
-from tests.ui_harness import graphql
 from warehouse.settings import REPO_ROOT, Settings
 
 RESULTS = REPO_ROOT / "bench" / "results"
 BIN = REPO_ROOT / ".venv" / "bin"
 #: The stream's (source, Spark master) at each start, in turn.
 PLACES = (("landing", "local"), ("kafka", "cluster"), ("kafka", "local"), ("landing", "cluster"))
-STOP_SENSOR = "mutation Stop($id: String!) { stopSensor(id: $id) { __typename } }"
-RUNS = (
-    "query R($f: RunsFilter) { runsOrError(filter: $f) { ... on Runs { results { runId jobName status startTime } } } }"
-)
-RUN_LOG = "query L($id: ID!) { logsForRun(runId: $id) { ... on EventConnection { events { __typename ... on MessageEvent { message } } } } }"  # noqa: E501
 
 
 @dataclass
@@ -117,6 +110,10 @@ class Chaos:
         return Settings.from_env(self.env)
 
     @property
+    def dagster(self) -> DagsterApi:
+        return DagsterApi(f"http://127.0.0.1:{self.env['DAGSTER_PORT']}")
+
+    @property
     def logs(self) -> Path:
         return self.home / "chaos-logs"
 
@@ -138,7 +135,7 @@ class Chaos:
     def command(self, *args: str, timeout: float = 1800) -> subprocess.CompletedProcess:
         started = time.monotonic()
         done = subprocess.run(
-            [_lakehouse_command(), *args], env=self.env, capture_output=True, text=True, timeout=timeout, check=False
+            [lakehouse_command(), *args], env=self.env, capture_output=True, text=True, timeout=timeout, check=False
         )
         lines = done.stderr.strip().splitlines()
         kind = "ok" if done.returncode == 0 else "failed"
@@ -235,7 +232,7 @@ class Chaos:
         if master == "cluster":
             env["LAKEHOUSE_SPARK_MASTER"] = f"spark://127.0.0.1:{self.env['LAKEHOUSE_CLUSTER_PORT']}"
             env["LAKEHOUSE_SPARK_CORES_MAX"] = "2"
-        self.spawn("stream", [_lakehouse_command(), "run", "--continuous", "--source", source], env)
+        self.spawn("stream", [lakehouse_command(), "run", "--continuous", "--source", source], env)
         self.stream_place, self.stream_born = (source, master), time.monotonic()
         checkpoint = checkpoint_dir(self.settings, source_stage(source))
         self.stream_newest_batch = _newest_batch(checkpoint)
@@ -292,9 +289,9 @@ class Chaos:
     def kill_command(self, target: str, *args: str) -> Kill | None:
         """Start ``lakehouse <args>`` and SIGKILL it at a random moment of its last whole run's length (within
         ``first_kill_window`` before one is known); None when it ended first."""
-        before = _versions(self.settings)
+        before = table_versions(self.settings)
         born = time.monotonic()
-        process = self.spawn(target, [_lakehouse_command(), *args])
+        process = self.spawn(target, [lakehouse_command(), *args])
         known = self.durations.get(target)
         try:
             wait = self.rng.uniform(0.3, 0.95) * known if known else self.rng.uniform(*self.first_kill_window)
@@ -307,7 +304,7 @@ class Chaos:
             pass
 
         def hit() -> str:
-            after = _versions(self.settings)
+            after = table_versions(self.settings)
             wrote = sorted(name for name, version in after.items() if before.get(name) != version)
             share = f" ({(time.monotonic() - born) / known:.0%} of its last whole run)" if known else ""
             return f"{time.monotonic() - born:.0f} s in{share}; committed meanwhile (by it or a stream): " + (
@@ -332,13 +329,6 @@ class Chaos:
             kill.then = f"run again: {self.commands[-1]['kind']}"
 
     # -- Dagster --------------------------------------------------------------------------------------------
-    @property
-    def dagster_url(self) -> str:
-        return f"http://127.0.0.1:{self.env['DAGSTER_PORT']}"
-
-    def gql(self, text: str, variables: dict | None = None) -> dict:
-        return graphql(f"{self.dagster_url}/graphql", text, variables)
-
     def start_daemon(self) -> None:
         self.spawn("daemon", [str(BIN / "dagster-daemon"), "run", "-w", "workspace.yaml"])
         self.daemon_born = time.monotonic()
@@ -349,42 +339,12 @@ class Chaos:
         self.spawn("webserver", [str(BIN / "dagster-webserver"), "-w", "workspace.yaml", "-h", "127.0.0.1",
                                  "-p", self.env["DAGSTER_PORT"]])  # fmt: skip
         self.start_daemon()
-        deadline = time.monotonic() + 240
-        while time.monotonic() < deadline:
-            try:
-                if self.gql(SENSOR_ID, {"s": selector(LATE_DATA_SENSOR)})["sensorOrError"].get("id"):
-                    break
-            except Exception:
-                pass
-            time.sleep(2)
-        else:
-            raise SystemExit("the Dagster webserver did not load the code location in 4 minutes")
+        self.wait("the Dagster webserver to load the code location", self.dagster.loaded, 240)
         self.switch(LATE_DATA_SENSOR, True)
 
     def switch(self, sensor: str, on: bool) -> None:
-        if on:
-            self.gql(START_SENSOR, {"selector": selector(sensor)})
-        else:
-            sensor_id = self.gql(SENSOR_ID, {"s": selector(sensor)})["sensorOrError"]["id"]
-            self.gql(STOP_SENSOR, {"id": sensor_id})
+        self.dagster.switch(sensor, on)
         self.say(f"{sensor} {'on' if on else 'off'}")
-
-    def runs(self, job: str | None = None) -> list[dict]:
-        found = self.gql(RUNS, {"f": {"pipelineName": job} if job else {}})["runsOrError"]["results"]
-        return sorted(found, key=lambda run: run["startTime"] or 0)
-
-    def run_pid(self, run_id: str) -> int | None:
-        events = self.gql(RUN_LOG, {"id": run_id})["logsForRun"].get("events", [])
-        for event in events:
-            match = re.search(r"Started process for run \(pid: (\d+)\)", event.get("message") or "")
-            if match:
-                return int(match.group(1))
-        return None
-
-    def last_message(self, run_id: str) -> str:
-        events = self.gql(RUN_LOG, {"id": run_id})["logsForRun"].get("events", [])
-        messages = [e.get("message") for e in events if e.get("message")]
-        return (messages[-1] if messages else "")[:120]
 
     def wait(self, what: str, ready: Callable[[], object], timeout: float = 900) -> object:
         deadline = time.monotonic() + timeout
@@ -399,24 +359,26 @@ class Chaos:
         """Kill the process of a run the landing sensor launched, once it has worked a random while; return
         once run monitoring has ended it (the daemon's kill that follows waits for a later run to succeed,
         which needs the slots run monitoring freed)."""
-        seen = {run["runId"] for run in self.runs()}
+        seen = {run["runId"] for run in self.dagster.runs()}
         self.nudge()
 
         def started() -> dict | None:
-            fresh = [r for r in self.runs("lakehouse_once") if r["runId"] not in seen and r["status"] == "STARTED"]
-            return fresh[0] if fresh and self.run_pid(fresh[0]["runId"]) else None
+            fresh = [
+                r for r in self.dagster.runs("lakehouse_once") if r["runId"] not in seen and r["status"] == "STARTED"
+            ]
+            return fresh[0] if fresh and self.dagster.run_pid(fresh[0]["runId"]) else None
 
         run = self.wait("a run launched by the landing sensor", started)
-        pid = self.run_pid(run["runId"])
+        pid = self.dagster.run_pid(run["runId"])
         time.sleep(self.rng.uniform(5, 60))
-        if self.gql(RUNS, {"f": {"runIds": [run["runId"]]}})["runsOrError"]["results"][0]["status"] != "STARTED":
+        if self.dagster.status(run["runId"]) != "STARTED":
             self.say("the sensor's run ended before its kill; waiting for another")
             return self.kill_sensor_run()
-        moment = f"run {run['runId'][:8]} of lakehouse_once at: {self.last_message(run['runId'])}"
+        moment = f"run {run['runId'][:8]} of lakehouse_once at: {self.dagster.last_message(run['runId'])}"
         kill = self.kill("sensor run", pid, time.time() - (run["startTime"] or time.time()), lambda: moment)
 
         def failed() -> str | None:
-            status = self.gql(RUNS, {"f": {"runIds": [run["runId"]]}})["runsOrError"]["results"][0]["status"]
+            status = self.dagster.status(run["runId"])
             return status if status in ENDED else None
 
         status = self.wait("run monitoring to end the killed run", failed, timeout=300)
@@ -429,22 +391,30 @@ class Chaos:
         monitoring in the next daemon (``orchestration/launcher.py``)."""
         time.sleep(self.rng.uniform(5, 30))
         daemon = self.processes["daemon"]
-        running = [r["runId"][:8] for r in self.runs() if r["status"] == "STARTED"]
+        running = [r["runId"][:8] for r in self.dagster.runs() if r["status"] == "STARTED"]
         moment = f"with it the runs in progress: {', '.join(running) or 'none'}"
         kill = self.kill("daemon", daemon.pid, time.monotonic() - self.daemon_born, lambda: moment, group=True)
         daemon.wait()
-        seen = {run["runId"] for run in self.runs()}
+        # A run the old daemon queued and never launched counts once the new one launches it: launching is the
+        # new daemon's work. That its sensors work too is told by the landing sensor's first tick.
+        launched = {run["runId"] for run in self.dagster.runs() if run["status"] not in WAITING}
+        restarted = time.time()
         self.start_daemon()
         self.nudge()
-        # Under the load, with the stream down, the runs queued before it each carry minutes of backlog first;
-        # a run the old daemon left STARTING is failed only by run monitoring's 600 s start timeout.
+        self.wait(
+            "the new daemon's landing sensor to tick", lambda: self.dagster.newest_tick(LANDING_SENSOR) > restarted
+        )
+        # Under the load, with the stream down, each run carries minutes of backlog; a run the old daemon left
+        # STARTING is failed by the dead-run sensor (orchestration/launcher.py).
         self.wait(
             "a sensor run launched by the new daemon to succeed",
-            lambda: any(r["status"] == "SUCCESS" for r in self.runs("lakehouse_once") if r["runId"] not in seen),
+            lambda: any(
+                r["status"] == "SUCCESS" for r in self.dagster.runs("lakehouse_once") if r["runId"] not in launched
+            ),
             timeout=1800,
         )
-        stuck = [r["runId"][:8] for r in self.runs() if r["runId"][:8] in running and r["status"] not in ENDED]
-        kill.then = "started again; a sensor run it launched succeeded" + (
+        stuck = [r["runId"][:8] for r in self.dagster.runs() if r["runId"][:8] in running and r["status"] not in ENDED]
+        kill.then = "started again; its landing sensor ticked and a run it launched succeeded" + (
             f"; still not ended: {', '.join(stuck)}" if stuck else ""
         )
         killed_run.then += "; a later sensor run succeeded"
@@ -452,7 +422,7 @@ class Chaos:
     def quiet_dagster(self) -> None:
         """The landing sensor off and every run ended (a killed one is failed by run monitoring)."""
         self.switch(LANDING_SENSOR, False)
-        self.wait("every Dagster run to end", lambda: all(r["status"] in ENDED for r in self.runs()), 1800)
+        self.wait("every Dagster run to end", lambda: all(r["status"] in ENDED for r in self.dagster.runs()), 1800)
 
     # -- the cluster ----------------------------------------------------------------------------------------
     def kill_worker(self) -> None:
@@ -480,13 +450,14 @@ class Chaos:
         self.kill_daemon(self.kill_sensor_run())
         self.quiet_dagster()
         self.kill_and_rerun("replay", "replay")
-        self.start_stream()
+        if number < self.cycles:  # after the last cycle, finish() runs the bounded runs instead
+            self.start_stream()
 
     # -- the end --------------------------------------------------------------------------------------------
     def finish(self) -> None:
         """What an operator does after the last kill: every writer's work finished, in the documented order."""
         self.switch(LATE_DATA_SENSOR, False)
-        self.wait("every Dagster run to end", lambda: all(r["status"] in ENDED for r in self.runs()))
+        self.wait("every Dagster run to end", lambda: all(r["status"] in ENDED for r in self.dagster.runs()))
         self.stop_stream()
         for source in ("landing", "kafka"):
             self.until_done("run", "--once", "--source", source)
@@ -540,7 +511,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.short:
         args.cycles, args.events, args.minutes = 1, 6_000, 2.0
     home = REPO_ROOT / ".lakehouse" / f"chaos-{datetime.now(UTC):%Y%m%d-%H%M%S}"
-    env = _environment(home, files_per_trigger=20)
+    env = bench_environment(home, files_per_trigger=20)
     env.update({
         "LAKEHOUSE_TRIGGER_INTERVAL_SECONDS": "2",
         "LAKEHOUSE_KAFKA_BOOTSTRAP_SERVERS": f"127.0.0.1:{free_port()}",
@@ -574,17 +545,17 @@ def main(argv: list[str] | None = None) -> int:
             chaos.cycle(number)
         loader.join()
         chaos.finish()
-        versions, values = _versions(chaos.settings), _values(chaos.settings)
+        versions, values = table_versions(chaos.settings), tumbling_values(chaos.settings)
         validate = chaos.command("validate")
-        checks = table_checks(chaos)
+        checks = table_checks(chaos.settings)
         checks["validate_passes"] = validate.returncode == 0
-        checks.update(dagster_checks(chaos))
+        checks.update(dagster_checks(chaos.settings, chaos.dagster, chaos.env["DAGSTER_HOME"]))
         for source in ("landing", "kafka"):
             chaos.command("run", "--once", "--source", source)
         chaos.command("reconcile")
-        checks["invariant_3_a_second_run_changes_no_value"] = _values(chaos.settings) == values
+        checks["invariant_3_a_second_run_changes_no_value"] = tumbling_values(chaos.settings) == values
         checks["tables_changed_by_the_second_run"] = sorted(
-            k for k, v in _versions(chaos.settings).items() if versions.get(k) != v
+            k for k, v in table_versions(chaos.settings).items() if versions.get(k) != v
         )
         failed = [c for c in chaos.commands if c["kind"] in ("failed", "stopped")]
         checks["no_command_failed_and_no_stream_stopped_by_itself"] = not failed

@@ -2,17 +2,15 @@
 plain-Python reference (``tests/reference.py``: every landing line and every message of the topic, read here
 by a consumer of its own), and Dagster's state (runs ended, concurrency slots free, sensors' cursors)."""
 
-from __future__ import annotations
-
 import os
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from dagster import DagsterInstance
 from deltalake import DeltaTable
 
-from bench.concurrency import _query
+from bench.concurrency import query_table
+from bench.dagster_api import ENDED, LANDING_SENSOR, LATE_DATA_SENSOR, DagsterApi
 from tests.reference import (
     broken_correction_chains,
     distinct_valid_events,
@@ -21,7 +19,6 @@ from tests.reference import (
     session_totals,
     window_totals,
 )
-from tests.sensor_flow import selector
 from warehouse.catalog import (
     BRONZE_EVENTS,
     GOLD_CORRECTIONS,
@@ -38,19 +35,8 @@ from warehouse.catalog import (
 from warehouse.locks import lock_holder
 from warehouse.settings import Settings
 
-if TYPE_CHECKING:
-    from bench.chaos import Chaos
 
-LANDING_SENSOR, LATE_DATA_SENSOR = "landing_sensor", "late_data_sensor"
-ENDED = {"SUCCESS", "FAILURE", "CANCELED"}
-SENSOR_ID = (
-    "query S($s: SensorSelector!) { sensorOrError(sensorSelector: $s) { ... on Sensor { id sensorState "
-    "{ typeSpecificData { ... on SensorData { lastCursor } } } } } }"
-)
-
-
-def table_checks(chaos: Chaos) -> dict[str, object]:
-    settings = chaos.settings
+def table_checks(settings: Settings) -> dict[str, object]:
     lines = landing_lines(settings.landing_dir) + topic_lines(settings)
     checks: dict[str, object] = {"lines_received": len(lines)}
     bronze = _count(BRONZE_EVENTS.path(settings))
@@ -58,7 +44,7 @@ def table_checks(chaos: Chaos) -> dict[str, object]:
     checks["bronze_rows"] = bronze
     checks["invariant_1_bronze_holds_every_line_once"] = bronze == len(lines)
     checks["invariant_1_silver_quarantine_duplicates_equal_bronze"] = parts == bronze
-    silver = _query(SILVER_EVENTS.path(settings), "SELECT count(*), count(DISTINCT event_id) FROM t")[0]
+    silver = query_table(SILVER_EVENTS.path(settings), "SELECT count(*), count(DISTINCT event_id) FROM t")[0]
     checks["invariant_1_silver_holds_each_valid_event_once"] = tuple(silver) == (distinct_valid_events(lines),) * 2
     windows = window_totals(lines, settings.windows.minutes)
     gold = _keyed(tumbling_table(settings).path(settings), "window_start", "total_amount", "event_count")
@@ -83,10 +69,10 @@ def table_checks(chaos: Chaos) -> dict[str, object]:
         for (user, _start), (total, count) in windows.items():
             figures = per_user.setdefault(user, [0, 0])
             figures[0], figures[1] = figures[0] + count, figures[1] + total
-        rows = _query(global_table(settings).path(settings), "SELECT user_id, event_count, total_amount FROM t")
+        rows = query_table(global_table(settings).path(settings), "SELECT user_id, event_count, total_amount FROM t")
         checks["gold_global_equals_reference"] = _agree({u: [c, t] for u, c, t in rows}, per_user)
     if settings.keeps("firings"):
-        newest = _query(
+        newest = query_table(
             firings_table(settings).path(settings),
             "SELECT t.user_id, t.window_start, t.total_amount, t.event_count FROM t JOIN (SELECT user_id, "
             "window_start, max(revision) AS r FROM t GROUP BY user_id, window_start) n ON t.user_id = n.user_id "
@@ -98,14 +84,14 @@ def table_checks(chaos: Chaos) -> dict[str, object]:
     return checks
 
 
-def dagster_checks(chaos: Chaos) -> dict[str, object]:
-    runs = chaos.runs()
+def dagster_checks(settings: Settings, dagster: DagsterApi, dagster_home: str) -> dict[str, object]:
+    runs = dagster.runs()
     checks: dict[str, object] = {
         "dagster_runs": len(runs),
         "dagster_runs_by_status": tally(r["status"] for r in runs),
         "no_dagster_run_left_started": all(r["status"] in ENDED for r in runs),
     }
-    instance = DagsterInstance.from_config(chaos.env["DAGSTER_HOME"])
+    instance = DagsterInstance.from_config(dagster_home)
     try:
         storage = instance.event_log_storage
         infos = [storage.get_concurrency_info(key) for key in storage.get_concurrency_keys()]
@@ -114,16 +100,13 @@ def dagster_checks(chaos: Chaos) -> dict[str, object]:
         instance.dispose()
     checks["concurrency_slots_claimed_or_pending"] = {key: n for key, n in claimed.items() if n}
     checks["no_concurrency_slot_claimed_or_pending"] = not any(claimed.values())
-    settings = chaos.settings
-    landing = chaos.gql(SENSOR_ID, {"s": selector(LANDING_SENSOR)})["sensorOrError"]["sensorState"]
-    cursor = (landing["typeSpecificData"] or {}).get("lastCursor") or ""
+    cursor = dagster.cursor(LANDING_SENSOR)
     stamp, _, name = cursor.partition("/")
     named = settings.landing_dir / name
     checks["landing_sensor_cursor_names_a_landed_file"] = (
         bool(name) and stamp.isdigit() and named.is_file() and int(stamp) == named.stat().st_mtime_ns
     )
-    late = chaos.gql(SENSOR_ID, {"s": selector(LATE_DATA_SENSOR)})["sensorOrError"]["sensorState"]
-    cursor = (late["typeSpecificData"] or {}).get("lastCursor") or ""
+    cursor = dagster.cursor(LATE_DATA_SENSOR)
     version, _, table_id = cursor.partition("@")
     table = DeltaTable(str(SILVER_LATE_EVENTS.path(settings)))
     checks["late_data_sensor_cursor_within_its_table"] = version.isdigit() and (
@@ -163,12 +146,12 @@ def topic_lines(settings: Settings) -> list[str]:
 
 
 def _count(path: Path) -> int:
-    return int(_query(path, "SELECT count(*) FROM t")[0][0])
+    return int(query_table(path, "SELECT count(*) FROM t")[0][0])
 
 
 def _keyed(path: Path, *columns: str) -> dict:
     """``(user_id, first column) → the other columns``, timestamps in UTC."""
-    rows = _query(path, f"SELECT user_id, {', '.join(columns)} FROM t")
+    rows = query_table(path, f"SELECT user_id, {', '.join(columns)} FROM t")
     utc = [tuple(v.astimezone(UTC) if isinstance(v, datetime) else v for v in row) for row in rows]
     return {(row[0], row[1]): tuple(row[2:]) for row in utc}
 

@@ -23,7 +23,7 @@ import sys
 from datetime import UTC, datetime
 
 from bench.freshness import measure
-from bench.run import SEED, _environment, _lakehouse_command, _run, count_lines, landing_files, table_figures
+from bench.run import SEED, bench_environment, count_lines, lakehouse_command, landing_files, run_timed, table_figures
 from devtools.daemons import free_port
 from devtools.objectstore import ObjectStore
 from warehouse.catalog import tumbling_table
@@ -47,7 +47,7 @@ def _on_object_storage(files: list, env: dict[str, str], root) -> tuple[float, t
         prefix = store.env["LAKEHOUSE_STORAGE_URI"].split("/", 3)[3]
         for path in files:  # in arrival order (their names): S3 orders a second's files by name
             client.upload_file(str(path), store.bucket, f"{prefix}/landing/{path.name}")
-        seconds, _ = _run([_lakehouse_command(), "run", "--once"], env, root / "s3-run.log")
+        seconds, _ = run_timed([lakehouse_command(), "run", "--once"], env, root / "s3-run.log")
         os.environ.update({k: v for k, v in store.env.items() if k.startswith("AWS_")})
         settings = Settings.from_env(env)
         return seconds, table_figures(tumbling_table(settings).path(settings))
@@ -66,8 +66,8 @@ def main() -> None:
 
     stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
     root = REPO_ROOT / ".lakehouse" / f"bench-cluster-{stamp}"
-    local_env = _environment(root / "local", args.files_per_trigger)
-    cluster_env = _environment(root / "cluster", args.files_per_trigger)
+    local_env = bench_environment(root / "local", args.files_per_trigger)
+    cluster_env = bench_environment(root / "cluster", args.files_per_trigger)
     port = free_port()
     cluster_env.update(
         LAKEHOUSE_CLUSTER_PORT=str(port),
@@ -78,7 +78,7 @@ def main() -> None:
         LAKEHOUSE_EXECUTOR_MEMORY="2g",
         LAKEHOUSE_SPARK_CORES_MAX=str(WORKERS * WORKER_CORES),
     )
-    lakehouse = _lakehouse_command()
+    lakehouse = lakehouse_command()
     root.mkdir(parents=True)
     finished = False
     try:
@@ -93,7 +93,7 @@ def main() -> None:
             "--files",
             str(args.files),
         ]
-        _run(generate, local_env, root / "generate.log")
+        run_timed(generate, local_env, root / "generate.log")
         local_landing = Settings.from_env(local_env).landing_dir
         cluster_landing = Settings.from_env(cluster_env).landing_dir
         cluster_landing.mkdir(parents=True, exist_ok=True)
@@ -104,16 +104,16 @@ def main() -> None:
         print(f"generated {args.events:,} events → {lines:,} lines in {len(files)} files")
 
         print("timing `lakehouse run --once` in local mode ...", flush=True)
-        local_seconds, _ = _run([lakehouse, "run", "--once"], local_env, root / "local.log")
-        up_seconds, _ = _run([lakehouse, "cluster", "up"], cluster_env, root / "cluster-up.log")
+        local_seconds, _ = run_timed([lakehouse, "run", "--once"], local_env, root / "local.log")
+        up_seconds, _ = run_timed([lakehouse, "cluster", "up"], cluster_env, root / "cluster-up.log")
         try:
             print(f"timing `lakehouse run --once` on the cluster ({WORKERS} workers x {WORKER_CORES} core) ...")
             on_cluster = {**cluster_env, "LAKEHOUSE_SPARK_MASTER": f"spark://127.0.0.1:{port}"}
-            cluster_seconds, _ = _run([lakehouse, "run", "--once"], on_cluster, root / "cluster.log")
+            cluster_seconds, _ = run_timed([lakehouse, "run", "--once"], on_cluster, root / "cluster.log")
         finally:
-            _run([lakehouse, "cluster", "down"], cluster_env, root / "cluster-down.log")
+            run_timed([lakehouse, "cluster", "down"], cluster_env, root / "cluster-down.log")
         print("timing `lakehouse run --once` with the data on the S3 server ...", flush=True)
-        s3_seconds, s3_figures = _on_object_storage(files, _environment(root / "s3", args.files_per_trigger), root)
+        s3_seconds, s3_figures = _on_object_storage(files, bench_environment(root / "s3", args.files_per_trigger), root)
         figures = {
             mode: table_figures(tumbling_table(Settings.from_env(env)).path(Settings.from_env(env)))
             for mode, env in (("local", local_env), ("cluster", cluster_env))
@@ -127,7 +127,7 @@ def main() -> None:
             print(f"freshness of `run --continuous` at {FRESH_RATE:,} events/s, {mode} ...", flush=True)
             extra = {}
             if mode == "cluster":
-                _run([lakehouse, "cluster", "up"], cluster_env, root / "cluster-up-2.log")
+                run_timed([lakehouse, "cluster", "up"], cluster_env, root / "cluster-up-2.log")
                 # Two applications (the critical path, the followers): one core each.
                 extra = {**_cluster_settings(cluster_env), "LAKEHOUSE_SPARK_MASTER": f"spark://127.0.0.1:{port}",
                          "LAKEHOUSE_SPARK_CORES_MAX": "1"}  # fmt: skip
@@ -136,7 +136,7 @@ def main() -> None:
                 measured = measure(FRESH_RATE, args.fresh_minutes * 60, 1, root / f"fresh-{mode}", extra)
             finally:
                 if mode == "cluster":
-                    _run([lakehouse, "cluster", "down"], cluster_env, root / "cluster-down-2.log")
+                    run_timed([lakehouse, "cluster", "down"], cluster_env, root / "cluster-down-2.log")
             freshness[mode] = {
                 "kept_up": measured.kept_up,
                 "probes_missing": measured.probes_missing,

@@ -31,7 +31,7 @@ from pathlib import Path
 
 from deltalake import DeltaTable, QueryBuilder
 
-from bench.run import _environment, _lakehouse_command
+from bench.run import bench_environment, lakehouse_command
 from devtools.synthetic import StreamSpec, generate_lines
 from runtime.sources.landing import place_in_landing
 from tests.reference import landing_lines, window_totals
@@ -76,7 +76,7 @@ class Run:
     def command(self, *args: str, timeout: float = 1800) -> Outcome:
         started = time.monotonic()
         done = subprocess.run(
-            [_lakehouse_command(), *args], env=self.env, capture_output=True, text=True, timeout=timeout, check=False
+            [lakehouse_command(), *args], env=self.env, capture_output=True, text=True, timeout=timeout, check=False
         )
         outcome = Outcome(" ".join(args), started - self.started, time.monotonic() - started, done.returncode, "")
         outcome.stderr = done.stderr
@@ -124,14 +124,14 @@ def _at(run: Run, stop: threading.Event, moments: list[float], *args: str) -> No
         run.command(*args)
 
 
-def _query(path: Path, sql: str) -> list[tuple]:
+def query_table(path: Path, sql: str) -> list[tuple]:
     table = QueryBuilder().register("t", DeltaTable(str(path))).execute(sql).read_all()
     columns = [table.column(i).to_pylist() for i in range(table.num_columns)]
     return list(zip(*columns, strict=True))
 
 
 def _count(path: Path) -> int:
-    return int(_query(path, "SELECT count(*) FROM t")[0][0])
+    return int(query_table(path, "SELECT count(*) FROM t")[0][0])
 
 
 def _checks(run: Run) -> dict[str, object]:
@@ -142,7 +142,7 @@ def _checks(run: Run) -> dict[str, object]:
     silver = _count(SILVER_EVENTS.path(settings))
     quarantine = _count(SILVER_QUARANTINE.path(settings))
     duplicates = _count(SILVER_DUPLICATES.path(settings))
-    rows = _query(
+    rows = query_table(
         tumbling_table(settings).path(settings), "SELECT user_id, window_start, total_amount, event_count FROM t"
     )
     gold = {(user, start.astimezone(UTC)): (total, count) for user, start, total, count in rows}
@@ -159,7 +159,7 @@ def _checks(run: Run) -> dict[str, object]:
     }
 
 
-def _versions(settings: Settings) -> dict[str, int]:
+def table_versions(settings: Settings) -> dict[str, int]:
     found = {}
     for folder in sorted((settings.home / "tables").glob("*/*")):
         if (folder / "_delta_log").is_dir():
@@ -167,8 +167,8 @@ def _versions(settings: Settings) -> dict[str, int]:
     return found
 
 
-def _values(settings: Settings) -> list[tuple]:
-    return sorted(_query(tumbling_table(settings).path(settings), "SELECT * FROM t"), key=repr)
+def tumbling_values(settings: Settings) -> list[tuple]:
+    return sorted(query_table(tumbling_table(settings).path(settings), "SELECT * FROM t"), key=repr)
 
 
 def main() -> None:
@@ -178,7 +178,7 @@ def main() -> None:
     parser.add_argument("--keep", action="store_true", help="keep the scratch home")
     args = parser.parse_args()
     home = REPO_ROOT / ".lakehouse" / f"bench-concurrency-{datetime.now(UTC):%Y%m%d-%H%M%S}"
-    env = _environment(home, files_per_trigger=20)
+    env = bench_environment(home, files_per_trigger=20)
     env["LAKEHOUSE_TRIGGER_INTERVAL_SECONDS"] = "2"
     Settings.from_env(env).ensure_home()
     run = Run(args.minutes, args.rate, home, env)
@@ -187,7 +187,7 @@ def main() -> None:
     seconds = args.minutes * 60
     print(f"{args.minutes:g} min at {args.rate:,} events/s; home {home}", flush=True)
     with (logs / "run.out").open("w") as out, (logs / "run.err").open("w") as err:
-        stream = subprocess.Popen([_lakehouse_command(), "run", "--continuous"], env=env, stdout=out, stderr=err)
+        stream = subprocess.Popen([lakehouse_command(), "run", "--continuous"], env=env, stdout=out, stderr=err)
         stop = threading.Event()
         workers = [
             threading.Thread(target=_load, args=(run, stop)),
@@ -209,11 +209,11 @@ def main() -> None:
     print(f"  the continuous run {'stopped on SIGTERM' if stream_alive else 'HAD STOPPED'}, exit {stream_code}")
     after = [run.command("run", "--once"), run.command("reconcile"), run.command("validate")]
     settings = Settings.from_env(env)
-    versions, values = _versions(settings), _values(settings)
+    versions, values = table_versions(settings), tumbling_values(settings)
     again = [run.command("run", "--once"), run.command("reconcile")]
     checks = _checks(run)
-    checks["second_run_changes_no_value"] = _values(settings) == values
-    checks["second_run_tables_changed"] = sorted(k for k, v in _versions(settings).items() if versions.get(k) != v)
+    checks["second_run_changes_no_value"] = tumbling_values(settings) == values
+    checks["second_run_tables_changed"] = sorted(k for k, v in table_versions(settings).items() if versions.get(k) != v)
     checks["continuous_run_ran_to_the_end"] = stream_alive and stream_code == 0
     checks["no_conflict_in_the_run_log"] = not CONFLICT.search(stream_err)
     checks["validate_passes"] = after[2].code == 0

@@ -26,7 +26,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from bench.freshness import measure
-from bench.run import _environment, _lakehouse_command
+from bench.run import bench_environment, lakehouse_command
 from warehouse.catalog import all_tables
 from warehouse.delta import is_delta_table
 from warehouse.maintenance import files_on_disk, live_files
@@ -35,7 +35,7 @@ from warehouse.settings import REPO_ROOT, Settings
 RESULTS = REPO_ROOT / "bench" / "results"
 
 
-def _sample(settings: Settings, started: float) -> dict[str, object]:
+def sample_tables(settings: Settings, started: float) -> dict[str, object]:
     tables = {}
     for table in all_tables(settings):
         path = table.path(settings)
@@ -47,11 +47,11 @@ def _sample(settings: Settings, started: float) -> dict[str, object]:
     return {"minute": round((time.monotonic() - started) / 60, 2), "tables": tables}
 
 
-def _maintain(env: dict[str, str], log: Path) -> dict[str, object]:
+def maintain_timed(env: dict[str, str], log: Path) -> dict[str, object]:
     began = time.monotonic()
     with log.open("a") as out:
         done = subprocess.run(
-            [_lakehouse_command(), "maintain", "--json"], env=env, stdout=subprocess.PIPE, stderr=out, text=True
+            [lakehouse_command(), "maintain", "--json"], env=env, stdout=subprocess.PIPE, stderr=out, text=True
         )
     return {
         "seconds": round(time.monotonic() - began, 1),
@@ -70,7 +70,7 @@ def main() -> None:
     root = REPO_ROOT / ".lakehouse" / f"bench-files-{datetime.now(UTC):%Y%m%d-%H%M%S}"
     root.mkdir(parents=True)
     home = root / f"rate-{args.rate}"
-    env = _environment(home, 50)
+    env = bench_environment(home, 50)
     settings = Settings.from_env(env)
     samples: list[dict[str, object]] = []
     maintenances: list[dict[str, object]] = []
@@ -80,11 +80,11 @@ def main() -> None:
     def watch() -> None:
         next_maintenance = started + args.maintain_every * 60
         while not stop.wait(60):
-            samples.append(_sample(settings, started))
+            samples.append(sample_tables(settings, started))
             if time.monotonic() >= next_maintenance:
                 maintenances.append({"minute": round((time.monotonic() - started) / 60, 2)})
-                maintenances[-1].update(_maintain(env, root / "maintain.log"))
-                samples.append({**_sample(settings, started), "after_maintenance": True})
+                maintenances[-1].update(maintain_timed(env, root / "maintain.log"))
+                samples.append({**sample_tables(settings, started), "after_maintenance": True})
                 next_maintenance += args.maintain_every * 60
 
     watcher = threading.Thread(target=watch, daemon=True)
@@ -95,7 +95,7 @@ def main() -> None:
     finally:
         stop.set()
         watcher.join()
-        final = _sample(settings, started)
+        final = sample_tables(settings, started)
         if not args.keep:
             shutil.rmtree(root, ignore_errors=True)
     after = [s for s in samples if s.get("after_maintenance")]

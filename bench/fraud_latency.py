@@ -32,7 +32,7 @@ from pathlib import Path
 
 from deltalake import DeltaTable
 
-from bench.run import _lakehouse_command
+from bench.run import lakehouse_command
 from runtime.checkpoints import FRAUD_STAGE, LANDING_STAGE, SILVER_STAGE, UNIQUE_URLS_STAGE
 from runtime.stages import keyed_stages
 from warehouse.catalog import GOLD_FRAUD_ALERTS, GOLD_UNIQUE_URLS, OPS_STREAM_PROGRESS
@@ -108,7 +108,7 @@ def _running(settings: Settings) -> bool:
 
 def _ingest(env: dict[str, str], path: Path) -> float:
     """``lakehouse ingest``; returns the landed file's arrival stamp (epoch seconds)."""
-    done = subprocess.run([_lakehouse_command(), "ingest", str(path)], env=env, capture_output=True, text=True)
+    done = subprocess.run([lakehouse_command(), "ingest", str(path)], env=env, capture_output=True, text=True)
     if done.returncode != 0:
         raise SystemExit(f"bench: ingest failed: {done.stderr.strip()}")
     name = done.stdout.strip().rsplit("→", 1)[-1].strip()
@@ -135,7 +135,7 @@ def measure(probes: int, gap: float, trigger: int, root: Path, background: int, 
     env = _environment(home, trigger)
     settings = Settings.from_env(env)
     log = (root / "run.log").open("w")
-    stream = subprocess.Popen([_lakehouse_command(), "run", "--continuous"], env=env, stdout=log, stderr=log)
+    stream = subprocess.Popen([lakehouse_command(), "run", "--continuous"], env=env, stdout=log, stderr=log)
     latencies: list[float] = []
     rng = random.Random(7)
     alerts = GOLD_FRAUD_ALERTS.path(settings)

@@ -39,7 +39,7 @@ from pathlib import Path
 
 from deltalake import DeltaTable
 
-from bench.run import _environment, _lakehouse_command
+from bench.run import bench_environment, lakehouse_command
 from runtime.sources.landing import place_in_landing
 from warehouse.catalog import gold_output_tables, tumbling_table
 from warehouse.settings import REPO_ROOT, Settings
@@ -176,7 +176,7 @@ def measure(
     master, say); ``readings`` > 0 runs the readings pipeline beside it at that many readings a second (its
     output ``readings_1m``)."""
     home = root / (f"rate-{rate}" + (f"-with-readings-{readings}" if readings else "") + f"-round-{round_number}")
-    env = _environment(home, 50)
+    env = bench_environment(home, 50)
     env["LAKEHOUSE_TRIGGER_INTERVAL_SECONDS"] = str(trigger)
     env["LAKEHOUSE_PIPELINES"] = "purchases,readings" if readings else "purchases"
     env.update(extra_env or {})
@@ -187,7 +187,7 @@ def measure(
         sensors.ensure_home()
         watched["readings_1m"] = (sensors.tables_dir / "gold" / "readings_1m", "")
     log = (home.parent / f"{home.name}.log").open("w")
-    stream = subprocess.Popen([_lakehouse_command(), "run", "--continuous"], env=env, stdout=log, stderr=log)
+    stream = subprocess.Popen([lakehouse_command(), "run", "--continuous"], env=env, stdout=log, stderr=log)
     result = RateResult(rate, seconds, 0, 0, trigger)
     landed: dict[int, float] = {}
     seen: dict[str, dict[int, float]] = {name: {} for name in watched}

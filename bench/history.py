@@ -24,7 +24,7 @@ from pathlib import Path
 
 from deltalake import DeltaTable
 
-from bench.run import SEED, _environment, _lakehouse_command, _run, count_lines, landing_files
+from bench.run import SEED, bench_environment, count_lines, lakehouse_command, landing_files, run_timed
 from runtime.sources.landing import place_in_landing
 from warehouse.catalog import OPS_STREAM_PROGRESS
 from warehouse.settings import REPO_ROOT, Settings
@@ -102,12 +102,12 @@ def _stream_seconds(settings: Settings, since: datetime) -> dict[str, float]:
 
 def measure(history: int, root: Path) -> dict[str, object]:
     home = root / f"history-{history}"
-    env = _environment(home, 5)
+    env = bench_environment(home, 5)
     settings = Settings.from_env(env)
-    lakehouse = _lakehouse_command()
+    lakehouse = lakehouse_command()
     generate = [lakehouse, "generate", "--events", str(history), "--seed", str(SEED), "--files", "20"]
     generate += ["--late", "0", "--start", "2024-01-01T00:00:00"]
-    _run(generate, env, root / f"generate-{history}.log")
+    run_timed(generate, env, root / f"generate-{history}.log")
     lines = count_lines(landing_files(settings.landing_dir))
     backlog_seconds, backlog_rss = _rss_peak_mb([lakehouse, "run", "--once"], env, root / f"backlog-{history}.log")
     print(

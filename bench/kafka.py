@@ -24,7 +24,7 @@ import threading
 import time
 from datetime import UTC, datetime
 
-from bench.run import SEED, _environment, _lakehouse_command, _run
+from bench.run import SEED, bench_environment, lakehouse_command, run_timed
 from runtime.checkpoints import KAFKA_STAGE
 from runtime.sources.kafka import partition_lag
 from warehouse.settings import REPO_ROOT, Settings
@@ -47,21 +47,21 @@ def main() -> None:
     args = parser.parse_args()
     root = REPO_ROOT / ".lakehouse" / f"bench-kafka-{datetime.now(UTC):%Y%m%d-%H%M%S}"
     root.mkdir(parents=True)
-    env = _environment(root / "home", 50)
+    env = bench_environment(root / "home", 50)
     env["LAKEHOUSE_KAFKA_BOOTSTRAP_SERVERS"] = f"127.0.0.1:{_free_port()}"
     env["LAKEHOUSE_TRIGGER_INTERVAL_SECONDS"] = "1"
     settings = Settings.from_env(env)
-    lakehouse = _lakehouse_command()
+    lakehouse = lakehouse_command()
     report: dict[str, object] = {"timestamp": datetime.now(UTC).isoformat(timespec="seconds"), "cpus": os.cpu_count()}
     try:
-        broker_seconds, _ = _run([lakehouse, "kafka", "up"], env, root / "kafka-up.log")
+        broker_seconds, _ = run_timed([lakehouse, "kafka", "up"], env, root / "kafka-up.log")
         report["broker_start_seconds"] = round(broker_seconds, 1)
         print(f"broker up in {broker_seconds:.1f} s", flush=True)
 
         generate = [lakehouse, "generate", "--to", "kafka", "--events", str(args.events), "--seed", str(SEED)]
-        send_seconds, _ = _run([*generate, "--late", "0"], env, root / "generate.log")
+        send_seconds, _ = run_timed([*generate, "--late", "0"], env, root / "generate.log")
         messages = sum(p.latest for p in _topic(settings))
-        run_seconds, _ = _run([lakehouse, "run", "--once", "--source", "kafka"], env, root / "run.log")
+        run_seconds, _ = run_timed([lakehouse, "run", "--once", "--source", "kafka"], env, root / "run.log")
         report["throughput"] = {
             "events": args.events,
             "messages": messages,

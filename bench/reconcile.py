@@ -31,7 +31,7 @@ from pathlib import Path
 
 from deltalake import DeltaTable
 
-from bench.run import SEED, _environment, _lakehouse_command, _run, table_figures
+from bench.run import SEED, bench_environment, lakehouse_command, run_timed, table_figures
 from warehouse.catalog import OPS_WATERMARKS, SILVER_LATE_EVENTS, tumbling_table
 from warehouse.settings import REPO_ROOT, Settings
 
@@ -62,13 +62,13 @@ def late_lines(settings: Settings, users: int, count: int, seed: int) -> list[st
 
 def bench_history(lakehouse: str, root: Path, events: int, files: int, users: int) -> dict[str, float]:
     home = root / f"history-{events}"
-    env = {**_environment(home, files_per_trigger=5), "COLUMNS": "200"}
+    env = {**bench_environment(home, files_per_trigger=5), "COLUMNS": "200"}
     settings = Settings.from_env(env)
     log = root / f"{events}"
 
     def step(name: str, *args: str) -> tuple[float, str]:
         print(f"  {name} ...", flush=True)
-        return _run([lakehouse, *args], env, Path(f"{log}-{name}.log"))
+        return run_timed([lakehouse, *args], env, Path(f"{log}-{name}.log"))
 
     print(f"history of {events:,} events ({home})")
     step(
@@ -129,7 +129,7 @@ def main() -> None:
     stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
     root = REPO_ROOT / ".lakehouse" / f"bench-reconcile-{stamp}"
     root.mkdir(parents=True)
-    lakehouse = _lakehouse_command()
+    lakehouse = lakehouse_command()
     results = []
     finished = False
     try:

@@ -45,7 +45,7 @@ class Timing:
     table_event_count: int
 
 
-def _lakehouse_command() -> str:
+def lakehouse_command() -> str:
     """The project's CLI next to this interpreter (the venv), else whatever is on PATH."""
     beside = Path(sys.executable).parent / "lakehouse"
     found = str(beside) if beside.exists() else shutil.which("lakehouse")
@@ -54,7 +54,7 @@ def _lakehouse_command() -> str:
     return found
 
 
-def _run(command: list[str], env: dict[str, str], log: Path) -> tuple[float, str]:
+def run_timed(command: list[str], env: dict[str, str], log: Path) -> tuple[float, str]:
     """Run ``command`` to completion; return its wall-clock seconds and stdout. Exit on failure."""
     started = time.perf_counter()
     done = subprocess.run(command, env=env, cwd=REPO_ROOT, capture_output=True, text=True, check=False)
@@ -88,7 +88,7 @@ def table_figures(path: Location) -> tuple[int, int]:
     return arrow.num_rows, sum(c or 0 for c in counts)
 
 
-def _environment(home: Path, files_per_trigger: int) -> dict[str, str]:
+def bench_environment(home: Path, files_per_trigger: int) -> dict[str, str]:
     env = dict(os.environ)
     env["LAKEHOUSE_HOME"] = str(home)
     env["LAKEHOUSE_MAX_FILES_PER_TRIGGER"] = str(files_per_trigger)
@@ -110,15 +110,15 @@ def main() -> None:
     root = REPO_ROOT / ".lakehouse" / f"bench-{stamp}"
     ours_home, bare_home = root / "lakehouse", root / "bare"
     root.mkdir(parents=True)
-    ours_env = _environment(ours_home, args.files_per_trigger)
-    bare_env = _environment(bare_home, args.files_per_trigger)
-    lakehouse = _lakehouse_command()
+    ours_env = bench_environment(ours_home, args.files_per_trigger)
+    bare_env = bench_environment(bare_home, args.files_per_trigger)
+    lakehouse = lakehouse_command()
     finished = False
     try:
         print(f"bench home {root}")
         generate = [lakehouse, "generate", "--events", str(args.events), "--seed", str(SEED)]
         generate += ["--files", str(args.files)]
-        seconds, output = _run(generate, ours_env, root / "generate.log")
+        seconds, output = run_timed(generate, ours_env, root / "generate.log")
         written = re.search(r"wrote (\d+) lines", output)
         landing = Settings.from_env(ours_env).landing_dir
         files = landing_files(landing)
@@ -128,12 +128,13 @@ def main() -> None:
             print(f"warning: the CLI reported {written.group(1)} lines but the landing files hold {lines}")
 
         print(f"timing `lakehouse run --once` ({args.files_per_trigger} files per trigger) ...", flush=True)
-        ours_seconds, _ = _run([lakehouse, "run", "--once"], ours_env, root / "ours.log")
+        ours_seconds, _ = run_timed([lakehouse, "run", "--once"], ours_env, root / "ours.log")
         gold = tumbling_table(Settings.from_env(ours_env)).path(Settings.from_env(ours_env))
         ours = Timing(ours_seconds, lines / ours_seconds, *table_figures(gold))
 
         print("timing `lakehouse validate` (every suite) ...", flush=True)
-        validate_seconds, validate_output = _run([lakehouse, "validate", "--json"], ours_env, root / "validate.log")
+        validating = [lakehouse, "validate", "--json"]
+        validate_seconds, validate_output = run_timed(validating, ours_env, root / "validate.log")
         validation = json.loads(validate_output)
         if not validation["passed"]:
             raise SystemExit(f"bench: validation of the generated lakehouse failed; see {root / 'validate.log'}")
@@ -142,14 +143,14 @@ def main() -> None:
         bare_table = bare_home / "bare_user_spend"
         bare_command = [sys.executable, "-m", "bench.bare_spark", "--landing", str(landing)]
         bare_command += ["--out", str(bare_table), "--files-per-trigger", str(args.files_per_trigger)]
-        bare_seconds, _ = _run(bare_command, bare_env, root / "bare.log")
+        bare_seconds, _ = run_timed(bare_command, bare_env, root / "bare.log")
         bare = Timing(bare_seconds, lines / bare_seconds, *table_figures(bare_table))
 
         print("timing bench.bare_spark --aggregate-only ...", flush=True)
         floor_table = bare_home / "aggregate_only"
         floor_command = [sys.executable, "-m", "bench.bare_spark", "--landing", str(landing)]
         floor_command += ["--out", str(floor_table), "--aggregate-only"]
-        floor_seconds, _ = _run(floor_command, bare_env, root / "aggregate-only.log")
+        floor_seconds, _ = run_timed(floor_command, bare_env, root / "aggregate-only.log")
         floor = Timing(floor_seconds, lines / floor_seconds, *table_figures(floor_table))
         finished = True
     finally:

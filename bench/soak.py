@@ -41,8 +41,8 @@ from pathlib import Path
 
 from deltalake import DeltaTable, QueryBuilder
 
-from bench.files import _maintain, _sample
-from bench.run import _environment, _lakehouse_command
+from bench.files import maintain_timed, sample_tables
+from bench.run import bench_environment, lakehouse_command
 from runtime.checkpoints import checkpoint_dir
 from runtime.sources.landing import place_in_landing
 from runtime.stages import stages
@@ -190,7 +190,7 @@ def main() -> None:
     parser.add_argument("--keep", action="store_true", help="keep the scratch home")
     args = parser.parse_args()
     home = REPO_ROOT / ".lakehouse" / f"bench-soak-{datetime.now(UTC):%Y%m%d-%H%M%S}"
-    env = _environment(home, 50)
+    env = bench_environment(home, 50)
     env["LAKEHOUSE_TRIGGER_INTERVAL_SECONDS"] = "2"
     settings = Settings.from_env(env)
     settings.ensure_home()
@@ -199,7 +199,7 @@ def main() -> None:
     chores: list[dict] = []
     stop = threading.Event()
     with log.open("w") as out:
-        stream = subprocess.Popen([_lakehouse_command(), "run", "--continuous"], env=env, stdout=out, stderr=out)
+        stream = subprocess.Popen([lakehouse_command(), "run", "--continuous"], env=env, stdout=out, stderr=out)
     started = time.monotonic()
     print(f"{args.rate:,} events/s for {args.minutes:g} min; home {home}", flush=True)
 
@@ -216,10 +216,10 @@ def main() -> None:
             for chore in ("reconcile", "maintain"):
                 began = time.monotonic()
                 if chore == "maintain":
-                    done = _maintain(env, home / "maintain.log")
+                    done = maintain_timed(env, home / "maintain.log")
                     code = done["exit_code"]
                 else:
-                    code = subprocess.run([_lakehouse_command(), chore], env=env, capture_output=True).returncode
+                    code = subprocess.run([lakehouse_command(), chore], env=env, capture_output=True).returncode
                 chores.append({"minute": round((time.monotonic() - started) / 60, 2), "chore": chore,
                                "exit_code": code, "seconds": round(time.monotonic() - began, 1)})  # fmt: skip
 
@@ -230,7 +230,7 @@ def main() -> None:
     try:
         while time.monotonic() - started < args.minutes * 60 and stream.poll() is None:
             time.sleep(30)
-            sample = _sample(settings, started)
+            sample = sample_tables(settings, started)
             samples.append({
                 "minute": sample["minute"],
                 "rss_mb": _tree_rss_mb(stream.pid),

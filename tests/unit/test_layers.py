@@ -1,5 +1,7 @@
 """The layout's rules, read from the imports (docs/architecture.md): no import runs up a floor, no circle,
-``transforms`` never imports the runtime, ``transforms`` and ``expectations`` never import Dagster."""
+``transforms`` never imports the runtime, ``transforms`` and ``expectations`` never import Dagster, no module
+takes another's private name. ``bench`` keeps the same rules: it drives the CLI and Dagster as a user does (as
+processes, over HTTP) and takes from the tests only their independent helpers (the reference, the UI's)."""
 
 import ast
 from pathlib import Path
@@ -7,7 +9,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("warehouse", "transforms", "runtime", "expectations", "devtools", "orchestration", "cli")
+PACKAGES = ("warehouse", "transforms", "runtime", "expectations", "devtools", "orchestration", "cli", "bench")
 
 #: Which of the project's packages (or single modules) each package may import, besides itself.
 ALLOWED = {
@@ -18,7 +20,10 @@ ALLOWED = {
     "devtools": {"warehouse", "runtime.sources.kafka_client"},
     "orchestration": {"warehouse", "transforms", "runtime", "expectations", "devtools"},
     "cli": {"warehouse", "transforms", "runtime", "expectations", "devtools"},
+    "bench": {"warehouse", "transforms", "runtime", "expectations", "devtools"},
 }
+#: The tests' modules a benchmark may use: the plain-Python reference and the Dagster UI's helpers.
+BENCH_FROM_TESTS = {"tests.reference", "tests.sensor_flow", "tests.ui_harness"}
 #: Third-party packages a floor must never import.
 FORBIDDEN = {"transforms": {"dagster"}, "expectations": {"dagster"}, "runtime": {"dagster"}, "warehouse": {"dagster"}}
 
@@ -65,6 +70,26 @@ def test_no_import_runs_up_a_floor(module: str) -> None:
         if name.split(".")[0] != package and not any(name == a or name.startswith(f"{a}.") for a in allowed)
     )
     assert not wrong, f"{module} imports {wrong}; {package} may import only {sorted(allowed)}"
+
+
+@pytest.mark.parametrize("module", sorted(m for m in MODULES if m.startswith("bench.")))
+def test_bench_takes_from_the_tests_only_their_helpers(module: str) -> None:
+    taken = {name for name in imports_of(MODULES[module]) if name.split(".")[0] == "tests"}
+    wrong = sorted(name for name in taken if not any(name == h or name.startswith(f"{h}.") for h in BENCH_FROM_TESTS))
+    assert not wrong, f"{module} imports {wrong}; from the tests bench may take only {sorted(BENCH_FROM_TESTS)}"
+
+
+@pytest.mark.parametrize("module", sorted(MODULES))
+def test_no_module_takes_another_modules_private_name(module: str) -> None:
+    private = sorted(
+        f"{node.module}.{alias.name}"
+        for node in ast.walk(ast.parse(MODULES[module].read_text()))
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0
+        and node.module.split(".")[0] in (*PACKAGES, "tests")
+        for alias in node.names
+        if alias.name.startswith("_") and not alias.name.startswith("__")
+    )  # fmt: skip
+    assert not private, f"{module} imports private names {private}"
 
 
 @pytest.mark.parametrize("module", sorted(m for m in MODULES if m.split(".")[0] in FORBIDDEN))
@@ -121,4 +146,4 @@ def test_no_product_module_over_the_limit(module: str) -> None:
 def test_the_rules_see_every_package() -> None:
     """Guards the test itself: a package renamed away would otherwise pass every rule by having no modules."""
     assert {m.split(".")[0] for m in MODULES} == set(PACKAGES)
-    assert "runtime.checkpoints" in MODULES and "transforms.gold.propagate" in MODULES
+    assert "runtime.checkpoints" in MODULES and "transforms.gold.propagate" in MODULES and "bench.chaos" in MODULES
