@@ -229,6 +229,7 @@ def run(
     if once == continuous:
         raise typer.BadParameter("choose exactly one of --once or --continuous")
     started = time.monotonic()
+    from cli import handed
     from runtime.pipelines import run_all_continuous, run_all_once, source_of
     from runtime.stages import source_stage, stages
     from warehouse.locks import ensure_free
@@ -258,7 +259,7 @@ def run(
         )
         reports = run_all_continuous(
             spark, views, source, on_notice=lambda line: sys.stderr.write(f"lakehouse: {line}\n"),
-            warmup_lines=rehearsal_lines(views[0]),
+            warmup_lines=rehearsal_lines(views[0]), handlers=handed.HANDLERS,
         )  # fmt: skip
     render.print_reports(console, reports, "run", views[0].spec.name, time.monotonic() - started)
 
@@ -354,7 +355,7 @@ def reconcile(
 ) -> None:
     """Fold late events into gold (only the affected windows); with dates, repair every window of them."""
     from runtime.checkpoints import RECONCILE_STAGE
-    from runtime.handover import hand_over
+    from runtime.handover import hand_over, reports_of
     from runtime.pipelines import reconcile_all
     from warehouse.locks import ensure_free
     from warehouse.session import spark_session
@@ -370,7 +371,8 @@ def reconcile(
     # Beside a running `run --continuous`, its followers' warm JVM does it (runtime.handover).
     asked = {"dates": [day.isoformat() for day in dates], "wait": wait}
     with console.status("reconciling gold with silver, in the running stream's process"):
-        reports = None if own_spark else hand_over(settings, "reconcile", asked, [view.spec.name for view in views])
+        handed = None if own_spark else hand_over(settings, "reconcile", asked, [view.spec.name for view in views])
+    reports = None if handed is None else reports_of(handed)
     if reports is None:
         with console.status("starting Spark"):
             spark = spark_session(settings)
@@ -460,26 +462,26 @@ def validate(
         ),
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON only.")] = False,
+    own_spark: Annotated[
+        bool, typer.Option(help="Start a Spark of its own even beside a running `run --continuous` (which does it).")
+    ] = False,
     pipeline: Pipelines = None,
 ) -> None:
     """Run each pipeline's data-quality suites, write the HTML report; exit 1 when a blocking expectation fails."""
-    from expectations.runner import run_pipeline_suites
-    from warehouse.session import spark_session
+    from cli.handed import validation
 
     settings = _settings()
-    views = pipeline_views(settings, pipeline)
-    with console.status("starting Spark"):
-        spark = spark_session(settings)
-    with console.status("validating"):
-        run = run_pipeline_suites(spark, views, suite or None)
-    summary = run.summary()
+    summary, handed = validation(settings, pipeline_views(settings, pipeline), suite or None, own_spark)
     if as_json:
         print_json(summary)
     else:
+        if handed:
+            console.print("done by the running `lakehouse run --continuous`, in its followers' process")
         render.print_validation(console, summary)
-    if run.blocking_failed:
+    if not summary["passed"]:
         failed = ", ".join(f"{s['suite']} ({s['blocking_failed']})" for s in summary["suites"] if s["blocking_failed"])
-        sys.stderr.write(f"lakehouse: blocking data-quality expectations failed: {failed}; see {run.report_path}\n")
+        report = summary["report"]
+        sys.stderr.write(f"lakehouse: blocking data-quality expectations failed: {failed}; see {report}\n")
         raise typer.Exit(1)
 
 

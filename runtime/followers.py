@@ -31,16 +31,17 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass
 from datetime import date
 from functools import partial
+from typing import Any
 
 from pyspark.sql import SparkSession
 
 from runtime.faults import retry_slow_start
-from runtime.handover import answer, pending, serving
+from runtime.handover import Handler, answer, as_result, pending, serving
 from runtime.pipelines import reconcile_all
 from runtime.progress import IN_TURNS, Notices, StageReport, query_prefix, recorder_for
 from runtime.runner import (
@@ -69,12 +70,14 @@ def follow(
     run_id: str | None = None,
     on_change: Callable[[dict[str, StageReport]], None] | None = None,
     others: Sequence[tuple[Settings, str]] = (),
+    handlers: Mapping[str, Handler] | None = None,
 ) -> dict[str, StageReport]:
     """Run the followers in cycles until ``stop`` is set: each with new input runs its query over what is
     there (``availableNow``), fraud alerts first; a cycle that found nothing waits the trigger interval.
     ``others`` are the run's other pipelines (settings view, source), tended here whole: each cycle starts
     with their source streams (carrying their lines to their tumbling tables, as the critical path does),
-    and their followers come after this pipeline's.
+    and their followers come after this pipeline's. Between two turns it does the work handed to the run
+    (``runtime.handover``): reconciles, and the kinds ``handlers`` add.
 
     A cycle, not queries that keep running: starved of CPU by the critical path, a follower's next batch
     simply takes more rows, where queries side by side would each pay their fixed cost per trigger
@@ -89,6 +92,7 @@ def follow(
     for pipeline in tended:
         reports.update(pipeline.reports)
     notices = Notices(lambda line: print(line, flush=True))
+    served = {"reconcile": reconcile_handed, **(handlers or {})}
     with ExitStack() as held:
         purpose = f"{CONTINUOUS_RUN}, {IN_TURNS}"
         for pipeline in tended:
@@ -101,9 +105,9 @@ def follow(
                 for pipeline, stage in _turns(tended):
                     if stop.is_set():
                         break
-                    worked |= serve(spark, tended)
+                    worked |= serve(spark, tended, served)
                     worked |= pipeline.turn(spark, stage, stop, notices)
-                worked |= serve(spark, tended)
+                worked |= serve(spark, tended, served)
                 for pipeline in tended[1:]:
                     worked |= pipeline.advance_idle(spark)
                 if worked and on_change:
@@ -197,17 +201,23 @@ def _turns(tended: Sequence[Tended]) -> list[tuple[Tended, Stage]]:
     return [turn for other in rest for turn in (*early, other)]
 
 
-def serve(spark: SparkSession, tended: Sequence[Tended]) -> bool:
-    """Do what was handed to this run (``runtime.handover``): a reconcile of the pipelines it names, in this
-    process's warm JVM. Whether there was anything."""
+def reconcile_handed(spark: SparkSession, views: list[Settings], request: dict[str, Any]) -> dict[str, Any]:
+    """A reconcile handed to the run: of the named pipelines, the dates asked for (``lakehouse reconcile``)."""
+    dates = [date.fromisoformat(day) for day in request.get("dates", ())]
+    return as_result(reconcile_all(spark, views, dates, wait_seconds=float(request.get("wait", 0))))
+
+
+def serve(spark: SparkSession, tended: Sequence[Tended], handlers: Mapping[str, Handler]) -> bool:
+    """Do what was handed to this run (``runtime.handover``) in this process's warm JVM, each request with
+    the handler of its kind. Whether there was anything."""
     requests = pending(tended[0].settings)
     for path, request in requests:
         views = [p.settings for p in tended if p.settings.spec.name in request.get("pipelines", ())]
         try:
-            if request.get("kind") != "reconcile":
+            handler = handlers.get(request.get("kind", ""))
+            if handler is None:
                 raise ValueError(f"this run does not take {request.get('kind')!r} requests")
-            dates = [date.fromisoformat(day) for day in request.get("dates", ())]
-            answer(path, reconcile_all(spark, views, dates, wait_seconds=float(request.get("wait", 0))))
+            answer(path, handler(spark, views, request))
         except Exception as error:  # the asker says it in one line; this run goes on
             answer(path, error=str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__)
     return bool(requests)
@@ -239,7 +249,8 @@ def main() -> None:
 
     try:
         spark = spark_session(job.settings)
-        tell(follow(spark, job.settings, job.source, stop, job.run_id, tell, job.others))
+        handlers = dict(job.handlers)
+        tell(follow(spark, job.settings, job.source, stop, job.run_id, tell, job.others, handlers))
     except BaseException as error:
         traceback.print_exc()
         first = str(error).strip().splitlines()[0] if str(error).strip() else ""

@@ -1,4 +1,5 @@
-"""Work handed to a running continuous run: a reconcile asked for beside it runs in its followers' process.
+"""Work handed to a running continuous run: a reconcile or a validation asked for beside it runs in its
+followers' process.
 
 That process's driver JVM is warm (its plans compiled, its classes loaded) and already has its share of the
 cores: a reconcile started on its own beside a continuous run is a third JVM on the same cores, most of its
@@ -6,7 +7,9 @@ time spent starting and compiling (about 35 s for one late event on two cores, a
 
 A request is a JSON file in ``<home>/requests/``, written whole (a rename); the serving process says it
 serves in ``requests/serving`` (its pid and the pipelines it runs) for as long as it runs, takes each request
-between two follower turns and writes the answer beside it (the reports, or the error's one line). The asker
+between two follower turns, does it with the ``Handler`` of its kind and writes the answer beside it (the
+result as JSON, or the error's one line). The runtime serves reconciles; the process that starts the run
+may add kinds (the CLI adds validations, which the runtime's floor does not import). The asker
 waits for the answer while the server lives; if the server goes before answering, the asker does the work
 itself: a reconcile is exactly once under its own locks, so one cut off and done again writes nothing twice.
 """
@@ -16,14 +19,19 @@ import json
 import os
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
+
+from pyspark.sql import SparkSession
 
 from runtime.progress import StageReport
 from warehouse.settings import Settings
 
 SERVING = "serving"
+#: Does one kind of request: (the serving process's Spark, the named pipelines' settings, the request) → the
+#: answer's result, JSON-able. A module-level function, so a run's job can carry it to its process by name.
+Handler = Callable[[SparkSession, list[Settings], dict[str, Any]], dict[str, Any]]
 
 
 def requests_dir(settings: Settings) -> Path:
@@ -86,10 +94,8 @@ def server(settings: Settings, pipelines: Sequence[str]) -> tuple[int, str] | No
     return pid, started
 
 
-def hand_over(
-    settings: Settings, kind: str, args: dict[str, Any], pipelines: Sequence[str]
-) -> list[StageReport] | None:
-    """Have the running continuous run do ``kind`` for ``pipelines``: its reports, or None when no live run
+def hand_over(settings: Settings, kind: str, args: dict[str, Any], pipelines: Sequence[str]) -> dict[str, Any] | None:
+    """Have the running continuous run do ``kind`` for ``pipelines``: its result, or None when no live run
     serves them (or it went before answering): then the caller does it itself. A failure there is raised
     here, in its one line."""
     serving_process = server(settings, pipelines)
@@ -108,7 +114,17 @@ def hand_over(
     answer.unlink()
     if "error" in done:
         raise RuntimeError(done["error"])
-    return [StageReport(**report) for report in done["reports"]]
+    return done["result"]
+
+
+def as_result(reports: Sequence[StageReport]) -> dict[str, Any]:
+    """Reports as an answer's result."""
+    return {"reports": [report.to_json() for report in reports]}
+
+
+def reports_of(result: dict[str, Any]) -> list[StageReport]:
+    """The reports an answer's result holds."""
+    return [StageReport(**report) for report in result["reports"]]
 
 
 def pending(settings: Settings) -> list[tuple[Path, dict[str, Any]]]:
@@ -123,8 +139,8 @@ def pending(settings: Settings) -> list[tuple[Path, dict[str, Any]]]:
     return found
 
 
-def answer(request: Path, reports: Sequence[StageReport] = (), error: str | None = None) -> None:
-    """Answer ``request`` with the reports of the work done, or with the one line of its failure."""
-    shown = [report.to_json() for report in reports]
-    _write_whole(request.with_suffix(".answer"), {"error": error} if error is not None else {"reports": shown})
+def answer(request: Path, result: dict[str, Any] | None = None, error: str | None = None) -> None:
+    """Answer ``request`` with the result of the work done, or with the one line of its failure."""
+    done = {"error": error} if error is not None else {"result": result or {}}
+    _write_whole(request.with_suffix(".answer"), done)
     request.unlink(missing_ok=True)

@@ -8,7 +8,7 @@ SIGTERM) ends them all.
 """
 
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from datetime import date
 from functools import partial
@@ -16,6 +16,7 @@ from functools import partial
 from pyspark.sql import SparkSession
 
 from runtime.checkpoints import checkpoint_dir
+from runtime.handover import Handler
 from runtime.progress import StageReport, StreamStatus, query_prefix, stream_status
 from runtime.runner import drain_older_streams, prepare, run_continuous, run_once, run_reconcile
 from runtime.sources.kafka import partition_lag
@@ -52,6 +53,7 @@ def run_all_continuous(
     on_notice: Callable[[str], None] | None = None,
     stop: threading.Event | None = None,
     warmup_lines: Sequence[str] = (),
+    handlers: Mapping[str, Handler] | None = None,
 ) -> list[StageReport]:
     """Every pipeline's continuous run until ``stop`` is set or a signal comes: the first pipeline's critical
     path runs here, and every other pipeline runs whole in the first's followers' process, in its cycles
@@ -59,7 +61,8 @@ def run_all_continuous(
     the other pipelines take what its followers did, in one JVM whatever their number. Each is prepared
     here first, so a damaged home or a refused spec change stops the run in one line before anything starts.
     With nothing waiting, the first pipeline's critical path rehearses on ``warmup_lines`` (lines of its spec)
-    before it takes lines (``runtime.warmup``)."""
+    before it takes lines (``runtime.warmup``). ``handlers``: kinds of work the run can be handed besides
+    reconciles (``runtime.handover``)."""
     first, others = views[0], list(views[1:])
     reports: list[StageReport] = []
     for view in others:
@@ -76,6 +79,7 @@ def run_all_continuous(
             on_notice=on_notice,
             others=[(view, source_of(view, source)) for view in others],
             warm_up=partial(warm_critical_path, spark, first, warmup_lines) if warm else None,
+            handlers=handlers,
         ),
     )
 

@@ -16,7 +16,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
@@ -31,6 +31,7 @@ from runtime import checkpoints
 from runtime.carry import carried_writer
 from runtime.checkpoints import KAFKA_STAGE, RECONCILE_STAGE, checkpoint_dir
 from runtime.faults import check_home, retry_slow_start
+from runtime.handover import Handler
 from runtime.progress import (
     Notices,
     StageReport,
@@ -295,13 +296,15 @@ def run_continuous(
     on_notice: Callable[[str], None] | None = None,
     others: Sequence[tuple[Settings, str]] = (),
     warm_up: Callable[[], float] | None = None,
+    handlers: Mapping[str, Handler] | None = None,
 ) -> list[StageReport]:
     """Run the pipeline until ``stop`` is set or a signal comes: the critical path (bronze, silver, the
     tumbling table) in one query that keeps running, and the followers (fraud alerts, the derived windows,
     the join, distinct URLs) in cycles of their own in a process of their own (``runtime.followers``), at a
     lower CPU priority. ``warm_up`` (``runtime.warmup``) rehearses the critical path before its query starts.
     ``others`` (settings view, source) are other pipelines, prepared by the caller: the followers' process runs
-    them.
+    them. ``handlers`` are the kinds of handed work (``runtime.handover``) the followers' process serves
+    besides reconciles.
 
     The source stream's query runs for the whole run (a trigger every ``trigger_interval_seconds``, no
     start per batch), and each of its micro-batches carries a landed line all the way to the tumbling
@@ -335,7 +338,9 @@ def run_continuous(
     try:
         with hold_all(settings, pipeline.source.lock_names(settings), purpose=CONTINUOUS_RUN):
             if pipeline.followers or others:
-                followers = FollowerProcess(FollowerJob(settings, source, recorder.run_id, tuple(others)))
+                followers = FollowerProcess(
+                    FollowerJob(settings, source, recorder.run_id, tuple(others), tuple((handlers or {}).items()))
+                )
             if warm_up:  # while the followers' process starts its JVM
                 notices.say(f"{settings.spec.name}: Spark warmed up in {warm_up():.1f} s; taking lines now")
             try:
@@ -389,6 +394,8 @@ class FollowerJob:
     run_id: str
     #: Other pipelines the child runs whole: (settings view, source).
     others: tuple[tuple[Settings, str], ...] = ()
+    #: Kinds of handed work the child serves besides reconciles (``runtime.handover``), by kind.
+    handlers: tuple[tuple[str, Handler], ...] = ()
 
 
 class FollowerProcess:

@@ -1,11 +1,13 @@
 """A continuous run as the demo drives it: warmed up before its first line, fed by `lakehouse ingest --wait`,
-reconciled beside it by `lakehouse reconcile`, which the running stream's followers' process does.
+reconciled and validated beside it by `lakehouse reconcile` and `lakehouse validate`, which the running
+stream's followers' process does.
 
 Golden values by hand from the event rules (the seeds' running example): A 10:00 → 5 + 2, B 10:00 → 3,
 B 10:05 → 1, C 13:00 → 4; C moves the watermark to 12:58, so A 10:01 → 1 is too late and reconcile folds it
 into (A, 10:00) as its second revision, with one correction row.
 """
 
+import json
 import os
 import re
 import signal
@@ -64,6 +66,16 @@ def test_a_warmed_stream_takes_handed_files_and_a_reconcile_beside_it(tmp_path: 
         assert [(c["user_id"], str(c["old_total_amount"]), str(c["new_total_amount"])) for c in corrections] == [
             ("A", "7.00", "8.00")
         ]
+        validated = subprocess.run([LAKEHOUSE, "validate", "--json"], env=env, capture_output=True, text=True)
+        assert validated.returncode == 0, validated.stdout + validated.stderr
+        summary = json.loads(validated.stdout)
+        assert summary["passed"] and {s["suite"] for s in summary["suites"]} >= {"bronze.events", "completeness"}
+        assert Path(summary["report"]).is_file()
+        # Done there, logged as a validation run here would be: every suite's outcomes under its run id.
+        logged = DeltaTable(str(home / "tables" / "ops" / "dq_results")).to_pyarrow_table().to_pylist()
+        assert {r["run_id"] for r in logged} == {summary["run_id"]}
+        shown = lakehouse("validate", "--suite", "freshness").stdout
+        assert "done by the running `lakehouse run --continuous`, in its followers' process" in shown
     finally:
         stream.send_signal(signal.SIGTERM)
         stream.wait(timeout=180)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from runtime.handover import answer, hand_over, pending, requests_dir, server, serving
+from runtime.handover import answer, as_result, hand_over, pending, reports_of, requests_dir, server, serving
 from runtime.progress import StageReport
 from warehouse.settings import Settings
 
@@ -37,7 +37,7 @@ def test_a_request_is_done_by_the_server_and_its_reports_come_back(tmp_path: Pat
         seen.append(request)
         done = StageReport("reconcile_late_events")
         done.add({"rows_in": 3.0, "rows_written": 2.0}, 1.5)
-        answer(path, [done])
+        answer(path, as_result([done]))
 
     stop = threading.Event()
     with serving(settings, ["purchases", "readings"]):
@@ -45,9 +45,10 @@ def test_a_request_is_done_by_the_server_and_its_reports_come_back(tmp_path: Pat
         assert server(settings, ["readings"])[0] == os.getpid()
         worker = threading.Thread(target=_serve_once, args=(settings, respond, stop))
         worker.start()
-        reports = hand_over(settings, "reconcile", {"dates": ["2024-01-01"], "wait": 0}, ["purchases"])
+        result = hand_over(settings, "reconcile", {"dates": ["2024-01-01"], "wait": 0}, ["purchases"])
         stop.set()
         worker.join()
+    reports = reports_of(result) if result is not None else None
     assert seen == [{"kind": "reconcile", "pipelines": ["purchases"], "dates": ["2024-01-01"], "wait": 0}]
     assert reports is not None and len(reports) == 1
     assert (reports[0].name, reports[0].batches, reports[0].seconds) == ("reconcile_late_events", 1, 1.5)
@@ -103,3 +104,39 @@ def test_a_server_that_dies_before_answering_leaves_the_work_to_the_asker(tmp_pa
     child.wait()
     assert time.monotonic() - started < 10
     assert pending(settings) == []
+
+
+def test_each_kind_is_done_by_its_handler_and_a_kind_not_served_is_refused_in_one_line(tmp_path: Path) -> None:
+    """The followers' serve(): a validation goes to the handler the run was given for it, with the settings of
+    the pipelines it names; a kind nobody serves is answered with one line, and the run goes on."""
+    from runtime.followers import Tended, serve
+
+    settings = _settings(tmp_path)
+    settings.ensure_home()
+    given: list[tuple[object, list[str], dict]] = []
+
+    def validate_here(spark: object, views: list[Settings], request: dict) -> dict:
+        given.append((spark, [view.spec.name for view in views], request))
+        return {"summary": {"passed": True}}
+
+    tended = [Tended.of(settings, "landing", own=True)]
+    spark = object()  # the handlers here never touch Spark
+    outcomes: dict[str, object] = {}
+
+    def ask(kind: str) -> None:
+        try:
+            outcomes[kind] = hand_over(settings, kind, {"suites": ["freshness"]}, ["purchases"])
+        except RuntimeError as error:
+            outcomes[kind] = str(error)
+
+    with serving(settings, ["purchases"]):
+        for kind in ("validate", "replay"):
+            asker = threading.Thread(target=ask, args=(kind,))
+            asker.start()
+            while not pending(settings):
+                time.sleep(0.02)
+            assert serve(spark, tended, {"validate": validate_here}) is True  # type: ignore[arg-type]
+            asker.join()
+    assert outcomes == {"validate": {"summary": {"passed": True}}, "replay": "this run does not take 'replay' requests"}
+    assert given == [(spark, ["purchases"], {"kind": "validate", "pipelines": ["purchases"], "suites": ["freshness"]})]
+    assert serve(spark, tended, {}) is False  # type: ignore[arg-type]
