@@ -165,7 +165,7 @@ HEADLINE = (
     "late_events", "keys_recomputed", "keys_changed",
 )  # fmt: skip
 #: Figures a headline or the seconds column already says, or that mean nothing to a reader.
-_NOT_SHOWN = {"watermark", "seconds"}
+_NOT_SHOWN = {"watermark", "seconds", "input_left"}  # input_left: runtime.progress.INPUT_LEFT
 
 
 def print_reports(console: Console, reports: Sequence[Any], verb: str, first: str, seconds: float) -> None:
@@ -188,7 +188,9 @@ def print_reports(console: Console, reports: Sequence[Any], verb: str, first: st
             name = report.name.rpartition(":")[2]
             batches = f"{report.batches} batch{'es' if report.batches != 1 else ''}"
             parts = _grouped({k: v for k, v in report.figures.items() if k not in _NOT_SHOWN and k not in HEADLINE})
-            if not report.batches and not parts:
+            if report.figures.get("input_left"):
+                parts.append("input left for the next run")
+            elif not report.batches and not parts:
                 parts = ["nothing new"]
             _say(console, f"  {name}: {batches}, {report.seconds:.1f} s" + "".join(f"; {p}" for p in parts), width)
     _say(console, f"{verb}: done in {seconds:.1f} s", width)

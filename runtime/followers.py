@@ -43,7 +43,7 @@ from pyspark.sql import SparkSession
 from runtime.faults import retry_slow_start
 from runtime.handover import Handler, answer, as_result, pending, serving
 from runtime.pipelines import reconcile_all
-from runtime.progress import IN_TURNS, Notices, StageReport, query_prefix, recorder_for
+from runtime.progress import IN_TURNS, INPUT_LEFT, Notices, StageReport, query_prefix, recorder_for
 from runtime.runner import (
     CONTINUOUS_RUN,
     IDLE_ADVANCE,
@@ -117,6 +117,8 @@ def follow(
                 if not worked:
                     stop.wait(max(0.0, settings.streams.trigger_interval_seconds - (time.monotonic() - started)))
         finally:
+            for pipeline in tended:
+                pipeline.tell_what_is_left()
             for recorder in recorders:
                 recorder.flush()
     return reports
@@ -169,6 +171,14 @@ class Tended:
             if not kafka or not broker_down(self.settings, stage, notices):
                 raise
         return True
+
+    def tell_what_is_left(self) -> None:
+        """At the stop: mark each stream here whose input waits for the next run (``INPUT_LEFT``), so its
+        report does not read as if there had been nothing to do."""
+        for stage in (*([self.source] if self.source else []), *self.followers):
+            with contextlib.suppress(Exception):  # a broker gone, a table moved: the report just says less
+                if has_new_input(self.settings, stage):
+                    self.report(stage).figures[INPUT_LEFT] = 1.0
 
     def advance_idle(self, spark: SparkSession) -> bool:
         """Another pipeline's idle-advancing watermark, looked at every ``IDLE_CHECK_SECONDS`` (the parent

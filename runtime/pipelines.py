@@ -8,6 +8,7 @@ SIGTERM) ends them all.
 """
 
 import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from datetime import date
@@ -101,6 +102,26 @@ def status_all(views: Sequence[Settings]) -> list[StreamStatus]:
         prefix = query_prefix(view)
         found += [replace(status, stream=prefix + status.stream) for status in pipeline_status(view)]
     return found
+
+
+def await_caught_up(views: Sequence[Settings], wait: float) -> list[StreamStatus]:
+    """Wait until every stream a running process runs has read all its input (its backlog is 0), for up to
+    ``wait`` seconds; then every stream's status. Meant for after the last file or message: a stream fed
+    all the time is never caught up. Streams no process runs (a reconcile between its runs) are not waited
+    for. Raises TimeoutError naming the streams still behind, and RuntimeError when no process runs any."""
+    deadline = time.monotonic() + wait
+    while True:
+        statuses = status_all(views)
+        running = [status for status in statuses if status.running]
+        if not running:
+            raise RuntimeError("no running `lakehouse run --continuous` runs these pipelines' streams")
+        behind = [status for status in running if status.backlog != 0]
+        if not behind:
+            return statuses
+        if time.monotonic() > deadline:
+            named = ", ".join(f"{status.stream} ({status.backlog} {status.backlog_unit})" for status in behind)
+            raise TimeoutError(f"not caught up within {wait:g} s: {named}")
+        time.sleep(0.5)
 
 
 def pipeline_status(settings: Settings) -> list[StreamStatus]:

@@ -57,6 +57,10 @@ def _source_backlog(sources: list[Any]) -> tuple[int | None, int | None]:
     return files, bytes_
 
 
+#: A report's figure: the stream's input had more for it when its run stopped (left for the next run).
+INPUT_LEFT = "input_left"
+
+
 @dataclass
 class StageReport:
     """Figures of one stream over one run: per-batch figures summed, plus the last batch's watermark."""

@@ -72,7 +72,8 @@ lakehouse show gold.readings_1m --limit 2
 
 say "3. Data quality: every suite of both pipelines, beside the running stream (exit 1 if a blocking one fails)"
 lakehouse validate
-say "The stream stops (SIGTERM) and says what it did"
+say "Every stream has read all its input; then the stream stops (SIGTERM) and says what it did"
+lakehouse status --wait-caught-up 120 --once
 stop_stream
 cat "$LAKEHOUSE_HOME/demo-stream.log"
 lakehouse tables

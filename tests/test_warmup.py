@@ -76,6 +76,9 @@ def test_a_warmed_stream_takes_handed_files_and_a_reconcile_beside_it(tmp_path: 
         assert {r["run_id"] for r in logged} == {summary["run_id"]}
         shown = lakehouse("validate", "--suite", "freshness").stdout
         assert "done by the running `lakehouse run --continuous`, in its followers' process" in shown
+        caught = json.loads(lakehouse("status", "--wait-caught-up", "120", "--json").stdout)
+        assert {s["stream"] for s in caught if s["running"]} >= {"bronze_events", "gold_fraud_alerts"}
+        assert [s["stream"] for s in caught if s["running"] and s["backlog"]] == []
     finally:
         stream.send_signal(signal.SIGTERM)
         stream.wait(timeout=180)
@@ -83,6 +86,7 @@ def test_a_warmed_stream_takes_handed_files_and_a_reconcile_beside_it(tmp_path: 
     output = (home / "stream.log").read_text()
     assert stream.returncode == 0, output
     assert re.search(r"purchases: Spark warmed up in \d+\.\d s; taking lines now", output), output
+    assert "input left for the next run" not in output  # it had caught up before the stop
     # The rehearsal's lines went to a scratch home, thrown away: bronze holds the six lines landed, nothing else.
     bronze = DeltaTable(str(home / "tables" / "bronze" / "events")).to_pyarrow_table()
     assert bronze.num_rows == 6

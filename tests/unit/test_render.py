@@ -16,7 +16,7 @@ from rich.console import Console
 from rich.text import Text
 
 from cli import render
-from runtime.progress import StreamStatus
+from runtime.progress import INPUT_LEFT, StreamStatus
 from runtime.runner import StageReport
 from warehouse.inspect import ARRIVAL_ORDER, Commit, TableState
 
@@ -252,6 +252,7 @@ def test_run_summary_fits_80_columns_and_leads_with_what_a_user_looks_for() -> N
         StageReport("gold_fraud_alerts", batches=1, seconds=5.6, figures={"rows_written": 0.0, "burst": 0.0}),
         StageReport("readings:bronze_events", batches=0, seconds=0.0, figures={}),
         StageReport("readings:gold_readings_1m_derived", batches=1, seconds=2.25, figures={"rows_in": 80.0}),
+        StageReport("readings:gold_readings_sessions", batches=0, seconds=0.0, figures={INPUT_LEFT: 1.0}),
     ]
     text = printed(80, lambda console: render.print_reports(console, reports, "run", "purchases", 31.06))
     assert_fits(text, 80, [])
@@ -264,6 +265,8 @@ def test_run_summary_fits_80_columns_and_leads_with_what_a_user_looks_for() -> N
     assert "watermark s: delay 10, lag 91" in flat and "1,700,000,000" not in flat
     assert "readings: 0 events" not in flat and "readings: done" in flat  # its derived windows read 80 rows
     assert "  bronze_events: 0 batches, 0.0 s; nothing new" in lines
+    # A stream stopped before its turn came says its input waits, not that there was nothing.
+    assert "  gold_readings_sessions: 0 batches, 0.0 s; input left for the next run" in lines
     assert lines[-1] == "run: done in 31.1 s"
     assert all(line.startswith(("purchases", "readings", "run", "  ")) for line in lines)
 
