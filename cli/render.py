@@ -132,12 +132,13 @@ def _status_blocks(streams: Sequence[Any], title: str, now: float | None) -> Tab
         backlog = f"backlog {_backlog(stream)}" if stream.backlog else "[dim]no backlog[/]"
         lines = [f"{_state(stream)} · {backlog}"]
         if last:
+            # A figure and its unit never part: the rate goes with the watermark, on a line of its own.
             lines.append(
                 f"batch #{last['batch_id']} {ago(last.get('recorded_at'), now)}: {last.get('rows_in', 0):,} rows "
-                f"in {last.get('batch_seconds', 0):.1f}s ({last.get('processed_rows_per_second', 0):,.0f} rows/s)"
+                f"in {last.get('batch_seconds', 0):.1f}s"
             )
-            if _watermark(last):
-                lines.append(f"watermark {_watermark(last)}")
+            facts = [f"{last.get('processed_rows_per_second', 0):,.0f} rows/s"]
+            lines.append(" · ".join(facts + ([f"watermark {_watermark(last)}"] if _watermark(last) else [])))
         else:
             lines.append("no batch yet")
         table.add_row(stream.stream, "\n".join(lines))
