@@ -14,6 +14,10 @@ both shipped pipelines at once (``run --continuous`` carrying the sensor reading
 readings a second with probe devices of their own): each pipeline's landing → gold p50/p99, and the purchases'
 beside its figures alone (``bench/results/freshness-two-pipelines.json``).
 
+Before each rate, the bare twin (``bench.twin``: plain Structured Streaming, one query per output, one JVM)
+runs on the same stream of files in a home of its own, its outputs read the same way; the figures end with
+each output's twin/ours ratio of p50 and p99 (``--no-twin`` leaves it out).
+
 The rate is held when every probe became visible, at least two thirds of them while the generator was
 still landing files (not in the drain after it stopped), and the lag did not grow: the p50 of the last
 third of the probes is at most twice the p50 of the first third (plus one trigger interval). The figures go to
@@ -31,6 +35,7 @@ import shutil
 import signal
 import statistics
 import subprocess
+import sys
 import threading
 import time
 from dataclasses import asdict, dataclass, field
@@ -40,6 +45,7 @@ from pathlib import Path
 from deltalake import DeltaTable
 
 from bench.run import bench_environment, lakehouse_command
+from bench.twin import OUTPUTS as TWIN_OUTPUTS
 from runtime.sources.landing import place_in_landing
 from warehouse.catalog import gold_output_tables, tumbling_table
 from warehouse.settings import REPO_ROOT, Settings
@@ -74,6 +80,8 @@ class RateResult:
     kept_up: bool = False
     #: Readings a second of the readings pipeline run beside it (0: the purchases stream alone).
     readings_rate: int = 0
+    #: "lakehouse", or "twin" for the bare twin (``bench.twin``) on the same stream.
+    side: str = "lakehouse"
     #: Every gold output: landing → visible percentiles, and (seconds since the first file, latency) per probe.
     outputs: dict[str, dict[str, float | int | None]] = field(default_factory=dict)
     series: dict[str, list[tuple[float, float]]] = field(default_factory=dict, repr=False)
@@ -171,11 +179,14 @@ def measure(
     extra_env: dict[str, str] | None = None,
     readings: int = 0,
     round_number: int = 1,
+    twin: bool = False,
 ) -> RateResult:
     """One rate held for ``seconds``, in a scratch home of its own; ``extra_env`` adds settings (a cluster's
     master, say); ``readings`` > 0 runs the readings pipeline beside it at that many readings a second (its
-    output ``readings_1m``)."""
-    home = root / (f"rate-{rate}" + (f"-with-readings-{readings}" if readings else "") + f"-round-{round_number}")
+    output ``readings_1m``). ``twin``: the bare twin (``bench.twin``) instead of the lakehouse, on the same
+    stream of files, its outputs read the same way."""
+    name = f"rate-{rate}" + (f"-with-readings-{readings}" if readings else "") + ("-twin" if twin else "")
+    home = root / f"{name}-round-{round_number}"
     env = bench_environment(home, 50)
     env["LAKEHOUSE_TRIGGER_INTERVAL_SECONDS"] = str(trigger)
     env["LAKEHOUSE_PIPELINES"] = "purchases,readings" if readings else "purchases"
@@ -187,7 +198,15 @@ def measure(
         sensors.ensure_home()
         watched["readings_1m"] = (sensors.tables_dir / "gold" / "readings_1m", "")
     log = (home.parent / f"{home.name}.log").open("w")
-    stream = subprocess.Popen([lakehouse_command(), "run", "--continuous"], env=env, stdout=log, stderr=log)
+    command = [lakehouse_command(), "run", "--continuous"]
+    if twin:
+        settings.ensure_home()
+        out = home / "twin"
+        out.mkdir()
+        watched = {name: (out / "tables" / name, column) for name, column in TWIN_OUTPUTS.items() if name in watched}
+        command = [sys.executable, "-m", "bench.twin", "--landing", str(settings.landing_dir), "--out", str(out),
+                   "--trigger", str(trigger)]  # fmt: skip
+    stream = subprocess.Popen(command, env=env, stdout=log, stderr=log)
     result = RateResult(rate, seconds, 0, 0, trigger)
     landed: dict[int, float] = {}
     seen: dict[str, dict[int, float]] = {name: {} for name in watched}
@@ -204,9 +223,9 @@ def measure(
 
     try:
         deadline = time.monotonic() + 180
-        while not _streams_running(env):
+        while not ((home / "twin" / "ready").exists() if twin else _streams_running(env)):
             if stream.poll() is not None or time.monotonic() > deadline:
-                raise SystemExit(f"bench: `run --continuous` did not start; see {log.name}")
+                raise SystemExit(f"bench: {'the twin' if twin else '`run --continuous`'} did not start; see {log.name}")
             time.sleep(0.5)
         poller = threading.Thread(target=poll, daemon=True)
         poller.start()
@@ -275,12 +294,21 @@ def main() -> None:
     parser.add_argument(
         "--rounds", type=int, default=1, help="with --readings: alone and beside, alternated this many times"
     )
+    parser.add_argument(
+        "--no-twin", dest="twin", action="store_false", help="leave out the bare twin run before each rate"
+    )
     args = parser.parse_args()
     root = REPO_ROOT / ".lakehouse" / f"bench-freshness-{datetime.now(UTC):%Y%m%d-%H%M%S}"
     root.mkdir(parents=True)
     results = []
     try:
         for rate in (int(r) for r in args.rates.split(",")):
+            if args.twin and not args.readings:
+                print(f"holding {rate:,} events/s for {args.minutes:g} min, the bare twin ...", flush=True)
+                result = measure(rate, args.minutes * 60, args.trigger, root, twin=True)
+                result.side = "twin"
+                results.append(result)
+                _print(result)
             sides = [0, args.readings] * max(1, args.rounds) if args.readings else [0]
             for number, readings in enumerate(sides):
                 beside = f" beside {readings:,} readings/s" if readings else ""
@@ -293,8 +321,13 @@ def main() -> None:
     finally:
         if not args.keep:
             shutil.rmtree(root, ignore_errors=True)
-    held = [r.rate for r in results if r.kept_up and not r.readings_rate]
+    held = [r.rate for r in results if r.kept_up and not r.readings_rate and r.side == "lakehouse"]
     ratios = _beside_over_alone(results)
+    anchored = _twin_over_ours(results)
+    for row in anchored:
+        print(f"  {row['rate']:,} events/s {row['output']:16s} twin/ours p50 {row['p50_ratio']}x "
+              f"({row['twin_p50']} / {row['ours_p50']} s), p99 {row['p99_ratio']}x "
+              f"({row['twin_p99']} / {row['ours_p99']} s)", flush=True)  # fmt: skip
     for line in ratios:
         print(f"  {line['rate']:,} events/s, purchases beside readings over alone (medians of "
               f"{line['rounds']} rounds, after the first minute): p50 {line['p50_ratio']}x, "
@@ -307,6 +340,7 @@ def main() -> None:
         "highest_rate_kept_up": max(held) if held else None,
         "load_average": os.getloadavg(),
         **({"beside_over_alone": ratios} if ratios else {}),
+        **({"twin_over_ours": anchored} if anchored else {}),
         "rates": [{k: v for k, v in asdict(r).items() if k not in ("latencies", "series")} for r in results],
     }
     RESULTS.mkdir(parents=True, exist_ok=True)
@@ -315,6 +349,24 @@ def main() -> None:
     (RESULTS / name).write_text(json.dumps(report, indent=2) + "\n")
     _plot(results)
     print(json.dumps({k: v for k, v in report.items() if k != "rates"}))
+
+
+def _twin_over_ours(results: list[RateResult]) -> list[dict]:
+    """Per rate and output: the bare twin's p50 and p99 (landing → visible) over the lakehouse's, in one run.
+    At least 1.0 is the target: as fresh as plain Spark, or fresher. None where a side never showed a probe
+    (the twin's sessions: append mode writes a session only once it has closed)."""
+    rows = []
+    for rate in sorted({r.rate for r in results if r.side == "twin"}):
+        twin = next(r for r in results if r.rate == rate and r.side == "twin")
+        ours = next((r for r in results if r.rate == rate and r.side == "lakehouse" and not r.readings_rate), None)
+        for output in twin.outputs if ours is not None else ():
+            row: dict = {"rate": rate, "output": output}
+            for figure in ("p50", "p99"):
+                theirs, mine = twin.outputs[output][figure], ours.outputs.get(output, {}).get(figure)
+                row[f"twin_{figure}"], row[f"ours_{figure}"] = theirs, mine
+                row[f"{figure}_ratio"] = round(theirs / mine, 2) if theirs and mine else None
+            rows.append(row)
+    return rows
 
 
 def _beside_over_alone(results: list[RateResult]) -> list[dict]:
@@ -364,12 +416,14 @@ def _plot(results: list[RateResult]) -> None:
         axis.set(
             xlabel="seconds since the first file",
             ylabel="seconds landing → visible",
-            title=f"run --continuous at {result.rate:,} events/s: landing → each gold output",
+            title=f"{'the bare twin' if result.side == 'twin' else 'run --continuous'} at {result.rate:,} events/s: "
+            "landing → each gold output",
         )
         axis.legend(fontsize="small", ncol=2)
         figure.tight_layout()
         beside = f"-with-readings-{result.readings_rate}" if result.readings_rate else ""
-        figure.savefig(RESULTS / f"freshness-{result.rate}{beside}.png", dpi=110)
+        twin = "-twin" if result.side == "twin" else ""
+        figure.savefig(RESULTS / f"freshness-{result.rate}{beside}{twin}.png", dpi=110)
         plt.close(figure)
 
 
