@@ -185,8 +185,8 @@ def measure(
     master, say); ``readings`` > 0 runs the readings pipeline beside it at that many readings a second (its
     output ``readings_1m``). ``twin``: the bare twin (``bench.twin``) instead of the lakehouse, on the same
     stream of files, its outputs read the same way."""
-    name = f"rate-{rate}" + (f"-with-readings-{readings}" if readings else "") + ("-twin" if twin else "")
-    home = root / f"{name}-round-{round_number}"
+    label = f"rate-{rate}" + (f"-with-readings-{readings}" if readings else "") + ("-twin" if twin else "")
+    home = root / f"{label}-round-{round_number}"
     env = bench_environment(home, 50)
     env["LAKEHOUSE_TRIGGER_INTERVAL_SECONDS"] = str(trigger)
     env["LAKEHOUSE_PIPELINES"] = "purchases,readings" if readings else "purchases"
