@@ -25,6 +25,7 @@ from pyspark.sql import DataFrame
 from runtime import checkpoints
 from runtime.checkpoints import SILVER_STAGE, checkpoint_dir, windows_stage_name
 from transforms.bronze import append_lines, stamp
+from transforms.fraud_rules import AMOUNT_LIMIT
 from transforms.gold.open_windows import OpenWindows
 from transforms.gold.tumbling import update_windows
 from transforms.latency import ARRIVAL_KEYS
@@ -69,16 +70,16 @@ def carry_to_gold(
         silver_writer = carried_writer(settings, SILVER_STAGE)
         with (
             batch_scope(silver_writer, silver_batch, since),
-            refined(stamped, silver_batch, settings, silver_writer, _SEEN.setdefault(settings.home, SeenKeys())) as (
-                silver,
-                events,
-            ),
+            refined(
+                stamped, silver_batch, settings, silver_writer, _SEEN.setdefault(settings.home, SeenKeys()), planned
+            ) as (silver, events),
         ):
             figures.update(
                 events=silver["rows_written"],
                 quarantined=silver["quarantined"],
                 duplicates=silver["duplicates"],
                 conflicting=silver["conflicting"],
+                **{key: silver[key] for key in (AMOUNT_LIMIT,) if key in silver},
                 silver_seconds=round(time.monotonic() - started - figures["bronze_seconds"], 3),
             )
             if silver["rows_written"]:

@@ -8,6 +8,9 @@ that arrived before it (arrival order is the stream's, ``keyed_state.arrival_key
 - ``burst``: with it, 3 or more purchases fall within 60 s of event time (a span of exactly 60 s counts),
   and none of the purchases it makes them with was in such a burst before: one alert per episode.
 
+A third rule needs none of this: ``amount_limit``, a purchase of at least ``LAKEHOUSE_FRAUD_AMOUNT_LIMIT``,
+judged alone in the micro-batch that carries it to silver (``transforms.limit_alerts``).
+
 The detector keeps a user's purchases by minute of event time. A batch reads whole only the minutes its
 purchases can see in detail (``minutes_to_read``); every other minute of the hour takes part as one
 ``MinuteTotal``, which gives the same verdicts (``PurchaseHistory`` says why).
@@ -29,6 +32,8 @@ BURST_SPAN = timedelta(seconds=60)
 MINUTE = timedelta(minutes=1)
 
 LARGE_AMOUNT, BURST = "large_amount", "burst"
+#: The rule without state (``transforms.limit_alerts``).
+AMOUNT_LIMIT = "amount_limit"
 
 
 def span_micros(span: timedelta) -> int:

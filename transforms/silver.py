@@ -5,13 +5,15 @@ Inside the lakehouse a pipeline's id field travels as ``event_id`` and its event
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import date, timedelta
+from datetime import UTC, date, datetime, timedelta
 
 import numpy as np
-from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from transforms.events import parse_events
+from transforms.fraud_rules import AMOUNT_LIMIT
+from transforms.limit_alerts import over_the_limit, write_limit_alerts
 from transforms.seen_keys import SeenKeys, batch_keys
 from warehouse.catalog import SILVER_DUPLICATES, SILVER_EVENTS, SILVER_QUARANTINE, events_table
 from warehouse.delta import append_all_once, latest_version, materialized, read_table
@@ -115,14 +117,24 @@ def refine_events(bronze: DataFrame, batch_id: int, settings: Settings, writer_i
 
 @contextmanager
 def refined(
-    bronze: DataFrame, batch_id: int, settings: Settings, writer_id: str, seen: SeenKeys | None = None
+    bronze: DataFrame,
+    batch_id: int,
+    settings: Settings,
+    writer_id: str,
+    seen: SeenKeys | None = None,
+    detected_at: datetime | None = None,
 ) -> Iterator[tuple[dict[str, float], DataFrame]]:
     """:func:`refine_events`, and the batch's new events (``silver.events`` rows) for the block: what a
     batch carrying its lines on to gold folds into the windows without reading silver back. ``seen``,
-    the writer's index of stored keys, answers dedup's first step on the driver and learns the batch's."""
+    the writer's index of stored keys, answers dedup's first step on the driver and learns the batch's.
+
+    With ``gold.fraud_alerts`` kept, the batch's new purchases at or over the amount limit are its alerts
+    (``transforms.limit_alerts``), counted in the same pass as the classes and appended under the same
+    writer identity, ``detected_at`` (default: now) their time of detection."""
     spark = bronze.sparkSession
     valid = F.col("reason").isNull()
     spec = settings.spec
+    flagged = over_the_limit(settings.fraud_amount_limit) if settings.keeps("fraud_alerts") else None
     lines = parse_events(bronze, settings.streams.max_line_bytes, spec=spec)
     with materialized(canonical(lines, spec)) as parsed:
         keys = batch_keys(parsed.where(valid), event_key()) if seen and seen.current(spark, settings) else None
@@ -131,8 +143,8 @@ def refined(
         unseen = days == [] and len(np.unique(keys[0])) == len(keys[0])
         history = None if unseen else history_of(spark, settings, parsed.where(valid), batch_id, days)
         with materialized(_classify(parsed, history, batch_id)) as classified:
-            rows_in, n_quarantined, n_duplicates, n_conflicting = _write_classified(
-                classified, settings, writer_id, batch_id
+            rows_in, n_quarantined, n_duplicates, n_conflicting, n_flagged = _write_classified(
+                classified, settings, writer_id, batch_id, flagged
             )
             if keys is not None:
                 seen.add(*keys, latest_version(SILVER_EVENTS.path(settings) / "_delta_log"))
@@ -144,7 +156,11 @@ def refined(
                 "conflicting": n_conflicting,
             }
             stored = declared(_new_events(classified), spec).select(*events_table(settings).column_names)
-            yield figures, canonical(stored, spec)
+            events = canonical(stored, spec)
+            if flagged is not None:
+                at = detected_at or datetime.now(UTC)
+                figures[AMOUNT_LIMIT] = write_limit_alerts(events, settings, writer_id, batch_id, at, n_flagged)
+            yield figures, events
 
 
 def _classify(parsed: DataFrame, history: DataFrame | None, batch_id: int) -> DataFrame:
@@ -184,17 +200,19 @@ def _new_events(classified: DataFrame) -> DataFrame:
 
 
 def _write_classified(
-    classified: DataFrame, settings: Settings, writer_id: str, batch_id: int
-) -> tuple[int, int, int, int]:
-    """Append each class to its table (exactly once per batch); (lines, quarantined, duplicates, conflicting)."""
+    classified: DataFrame, settings: Settings, writer_id: str, batch_id: int, flagged: Column | None = None
+) -> tuple[int, int, int, int, int]:
+    """Append each class to its table (exactly once per batch); (lines, quarantined, duplicates, conflicting,
+    new events that are ``flagged``)."""
     valid = F.col("reason").isNull()
     counts = classified.agg(
         F.count("*"),
         F.count_if(~valid),
         F.count_if("is_duplicate"),
         F.count_if("conflicting"),
+        F.count_if(F.col("is_new") & flagged) if flagged is not None else F.lit(0),
     ).first()
-    rows_in, n_quarantined, n_duplicates, n_conflicting = (int(v) for v in counts)
+    rows_in, n_quarantined, n_duplicates, n_conflicting, n_flagged = (int(v) for v in counts)
     writes = []
     if n_quarantined:
         writes.append((classified.where(~valid), SILVER_QUARANTINE, n_quarantined))
@@ -204,4 +222,4 @@ def _write_classified(
     if n_new := rows_in - n_quarantined - n_duplicates:
         writes.append((declared(_new_events(classified), settings.spec), events_table(settings), n_new))
     append_all_once(writes, settings, writer_id, batch_id)
-    return rows_in, n_quarantined, n_duplicates, n_conflicting
+    return rows_in, n_quarantined, n_duplicates, n_conflicting, n_flagged

@@ -211,16 +211,18 @@ GOLD_FRAUD_ALERTS = Table(
     layer="gold",
     short_name="fraud_alerts",
     description=(
-        "Purchases flagged on arrival by a stateful stream (transformWithState) over silver.events, each "
-        "judged against the same user's purchases that arrived before it: large_amount when its amount is at "
-        "least 10x the mean of those in the hour of event time up to it ([t - 1 h, t], at least one), burst "
-        "when it makes 3 or more purchases within 60 s of event time. Purchases behind the stream's watermark "
-        "when they arrive are dropped by Spark (counted as late in ops.stream_progress). Append-only."
+        "Purchases flagged on arrival. amount_limit: a purchase of at least LAKEHOUSE_FRAUD_AMOUNT_LIMIT, "
+        "judged alone in the micro-batch that writes it to silver (late ones too). The stateful rules, by a "
+        "stream (transformWithState) over silver.events, judge each purchase against the same user's purchases "
+        "that arrived before it: large_amount when its amount is at least 10x the mean of those in the hour of "
+        "event time up to it ([t - 1 h, t], at least one), burst when it makes 3 or more purchases within 60 s "
+        "of event time; purchases behind that stream's watermark when they arrive are dropped by Spark "
+        "(counted as late in ops.stream_progress). Append-only."
     ),
     columns=(
         Column("alert_id", StringType(), "rule:event_id (deterministic: a re-run or replay gives the same id)", False),
         Column("user_id", StringType(), "the purchasing user", nullable=False),
-        Column("rule", StringType(), "large_amount or burst", nullable=False),
+        Column("rule", StringType(), "amount_limit, large_amount or burst", nullable=False),
         Column("event_id", StringType(), "the purchase that triggered the alert", nullable=False),
         Column("event_time", TimestampType(), "event time of that purchase", nullable=False),
         Column("amount", MONEY, "its amount", nullable=False),
@@ -232,7 +234,8 @@ GOLD_FRAUD_ALERTS = Table(
         Column(
             "triggering_event_ids",
             ArrayType(StringType(), containsNull=False),
-            "the evidence: the earlier purchases the rule looked at and the triggering one, by event time",
+            "the evidence: the earlier purchases the rule looked at and the triggering one, by event time "
+            "(amount_limit: the purchase alone)",
             nullable=False,
         ),
         Column("ingest_time", TimestampType(), "processing time the triggering line was written to bronze"),

@@ -363,6 +363,11 @@ class Settings(Group):
     gold_outputs: frozenset[str] = field(
         default=frozenset(GOLD_OUTPUTS), metadata=var("LAKEHOUSE_GOLD_OUTPUTS", GOLD_OUTPUT_NAMES)
     )
+    #: ``gold.fraud_alerts``' rule that needs no state: a purchase of at least this amount is an alert in the
+    #: micro-batch that carries it to silver, without waiting for the stateful rules' stream.
+    fraud_amount_limit: Decimal = field(
+        default=Decimal("10000.00"), metadata=var("LAKEHOUSE_FRAUD_AMOUNT_LIMIT", DECIMAL)
+    )
     windows: WindowSettings = field(default_factory=WindowSettings)
     watermarks: WatermarkSettings = field(default_factory=WatermarkSettings)
     streams: StreamSettings = field(default_factory=StreamSettings)
