@@ -4,7 +4,8 @@ steady stream of landing files, and the highest rate it holds.
 For each rate, in its own scratch home, every gold output on (the default): ``run --continuous`` starts;
 once its streams run, a generator lands one file per second holding ``rate`` events stamped with the
 current time, plus the probes of a user of its own (``probe-<n>``): three purchases within a second (a
-burst, so a fraud alert), a click with a URL, and an order with its payment (order id ``probe-<n>``). A
+burst, so a fraud alert), a click with a URL, and an order with its payment (order id ``probe-<n>``); and a
+purchase at the fraud amount limit by ``limit-<n>`` (the stateless rule's alert, shown as ``amount_limit``). A
 reader polls every gold output with delta-rs (as any outside reader would) and notes when each probe
 first appears in it. Freshness is that moment minus the moment the file was landed: landing → visible in
 that output, for a reader outside the process; the headline figure is ``gold.user_spend_5m``'s.
@@ -45,6 +46,7 @@ from pathlib import Path
 from deltalake import DeltaTable
 
 from bench.run import bench_environment, lakehouse_command
+from bench.twin import AMOUNT_LIMIT
 from bench.twin import OUTPUTS as TWIN_OUTPUTS
 from runtime.sources.landing import place_in_landing
 from warehouse.catalog import gold_output_tables, tumbling_table
@@ -113,6 +115,9 @@ def _lines(rate: int, n: int, now: datetime) -> list[str]:
     probe = f'"user_id":"probe-{n}","event_time":"{stamp}"'
     lines.extend(f'{{"event_id":"probe-{n}-{k}",{probe},"amount":1,"event_type":"purchase"}}' for k in range(3))
     lines.append(f'{{"event_id":"probe-{n}-click",{probe},"amount":0,"event_type":"click","url":"/p/{n}"}}')
+    # A purchase at the stateless rule's limit, by a user of its own (``limit-<n>``): its alert's freshness.
+    limit = f'"user_id":"limit-{n}","event_time":"{stamp}"'
+    lines.append(f'{{"event_id":"limit-{n}",{limit},"amount":{AMOUNT_LIMIT},"event_type":"purchase"}}')
     for kind in ("order", "payment"):
         lines.append(
             f'{{"event_id":"probe-{n}-{kind}",{probe},"amount":5,"event_type":"{kind}","order_id":"probe-{n}"}}'
@@ -149,15 +154,17 @@ def outputs(settings: Settings) -> dict[str, tuple[Path, str]]:
     for name, table in gold_output_tables(settings).items():
         if settings.keeps(name):
             found[name] = (table.path(settings), "order_id" if name == "order_payments" else "user_id")
+    if settings.keeps("fraud_alerts"):  # the stateless rule's alerts, in the same table
+        found["amount_limit"] = (found["fraud_alerts"][0], "user_id")
     return found
 
 
-def _probes_visible(table: Path, column: str) -> set[int]:
+def _probes_visible(table: Path, column: str, prefix: str = "probe-") -> set[int]:
     try:
         keys = DeltaTable(str(table)).to_pyarrow_table(columns=[column]).column(column).to_pylist()
     except Exception:  # not created yet, or a commit in flight: try again on the next poll
         return set()
-    return {int(k.removeprefix("probe-")) for k in keys if k and k.startswith("probe-")}
+    return {int(k.removeprefix(prefix)) for k in keys if k and k.startswith(prefix)}
 
 
 def _streams_running(env: dict[str, str]) -> bool:
@@ -216,7 +223,10 @@ def measure(
     def poll() -> None:
         while not stop.wait(0.2):
             for name, (table, column) in watched.items():
-                found = _readings_visible(table) if name == "readings_1m" else _probes_visible(table, column)
+                if name == "readings_1m":
+                    found = _readings_visible(table)
+                else:
+                    found = _probes_visible(table, column, "limit-" if name == "amount_limit" else "probe-")
                 now = time.time()
                 for n in found - seen[name].keys():
                     seen[name][n] = now

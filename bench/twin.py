@@ -11,6 +11,8 @@ The outputs, by the lakehouse's names (``OUTPUTS``):
   is written once it closes (its gap and the watermark past its end), as a plain user gets it.
 - ``fraud_alerts``: purchases per user through ``applyInPandasWithState``: a burst (3 within 60 s) or a large
   amount (at least 10x the mean of the user's purchases in the hour before), appended.
+- ``amount_limit``: purchases of at least the limit (``LAKEHOUSE_FRAUD_AMOUNT_LIMIT``'s default), a plain filter,
+  appended: the twin of ``gold.fraud_alerts``' stateless rule.
 - ``unique_urls``: clicks deduplicated per (user, URL) within the watermark, counted per user, MERGEd.
 - ``order_payments``: orders joined with their payments within 15 minutes (a stream-stream join), appended.
 
@@ -44,7 +46,10 @@ WATERMARK = "2 minutes"
 OUTPUTS = {
     "user_spend_5m": "user_id", "hopping": "user_id", "global": "user_id", "firings": "user_id",
     "sessions": "user_id", "fraud_alerts": "user_id", "unique_urls": "user_id", "order_payments": "order_id",
+    "amount_limit": "user_id",
 }  # fmt: skip
+#: The stateless alert rule's limit, the lakehouse's default.
+AMOUNT_LIMIT = Settings().fraud_amount_limit
 ALERT_SCHEMA = StructType(
     [StructField(name, StringType()) for name in ("user_id", "rule", "event_id")]
     + [StructField("event_time", TimestampType()), StructField("amount", StringType())]
@@ -181,6 +186,11 @@ def start_all(spark: SparkSession, landing: Path, out: Path, trigger: int) -> li
         started("global", sums(fresh(), "user_id"), "update", merge_on(spark, tables / "global", ["user_id"])),
         started("sessions", sessions, "append"),
         started("fraud_alerts", alerts, "append"),
+        started(
+            "amount_limit",
+            fresh().where((F.col("event_type") == "purchase") & (F.col("amount") >= F.lit(AMOUNT_LIMIT))),
+            "append",
+        ),
         started("unique_urls", urls, "update", merge_on(spark, tables / "unique_urls", ["user_id"])),
         started("order_payments", joined, "append"),
     ]

@@ -1,9 +1,11 @@
 """Late data, hands-free: the reconcile job, the late-data sensor, the safety-net schedule and the daily
 completeness sweep (a partitioned job over event dates, backfillable from the UI).
 
-All of them run ``runtime.runner.run_reconcile``, the same function as ``lakehouse reconcile``; the
-figures of every run go into the gold assets' materializations (late events folded, keys recomputed,
-corrections written, seconds), so the UI plots them. ``build_defs(settings)`` builds them from the code
+All of them run ``runtime.runner.run_reconcile``, the same function as ``lakehouse reconcile``, and like it
+hand the work to a running ``lakehouse run --continuous`` of the pipeline when there is one (its followers'
+warm JVM does it; ``runtime.handover``), so a run the late-data sensor asks for beside the stream starts no
+JVM of its own. The figures of every run go into the gold assets' materializations (late events folded, keys
+recomputed, corrections written, seconds), so the UI plots them. ``build_defs(settings)`` builds them from the code
 location's one ``Settings`` (the reconcile cron, the sweep's first date).
 """
 
@@ -15,6 +17,7 @@ from deltalake.exceptions import TableNotFoundError
 from orchestration.names import asset_key, named, view
 from orchestration.pipeline import waiting_run
 from orchestration.resources import LakehouseResource
+from runtime.handover import hand_over, reports_of
 from runtime.runner import StageReport, run_reconcile
 from warehouse.catalog import corrections_log, late_table, tumbling_table
 from warehouse.locks import GOLD_LOCK_WAIT_SECONDS
@@ -46,6 +49,21 @@ def _report_materializations(
             context.log_event(dg.AssetObservation(asset_key=key, metadata=metadata))
 
 
+def _reconciled(
+    context: dg.OpExecutionContext, lakehouse: LakehouseResource, run_settings: Settings, dates: list[date]
+) -> list[StageReport]:
+    """The reconcile of ``dates`` (none: the late events not folded yet), by the pipeline's running
+    continuous run if one serves it, else by this run's own Spark. A reconcile already running (the CLI's, a
+    sweep's) is waited for, as the gold lock is: a run the late-data sensor asked for then folds whatever
+    that one left, instead of failing."""
+    asked = {"dates": [day.isoformat() for day in dates], "wait": GOLD_LOCK_WAIT_SECONDS}
+    handed = hand_over(lakehouse.settings(), "reconcile", asked, [run_settings.spec.name])
+    if handed is not None:
+        context.log.info("done by the running `lakehouse run --continuous`, in its followers' process")
+        return reports_of(handed)
+    return run_reconcile(lakehouse.spark(), run_settings, dates, wait_seconds=GOLD_LOCK_WAIT_SECONDS)
+
+
 def build_ops(settings: Settings) -> tuple[dg.OpDefinition, dg.OpDefinition]:
     """The fold and the sweep of the settings' pipeline, as ops."""
 
@@ -54,9 +72,7 @@ def build_ops(settings: Settings) -> tuple[dg.OpDefinition, dg.OpDefinition]:
     def fold_late_events_op(context: dg.OpExecutionContext, lakehouse: LakehouseResource) -> None:
         """Fold every late event not folded yet into gold (only the affected windows)."""
         run_settings = view(lakehouse, settings)
-        # A reconcile already running (the CLI's, a sweep's) is waited for, as the gold lock is: a run the
-        # late-data sensor asked for then folds whatever that one left, instead of failing.
-        reports = run_reconcile(lakehouse.spark(), run_settings, wait_seconds=GOLD_LOCK_WAIT_SECONDS)
+        reports = _reconciled(context, lakehouse, run_settings, [])
         _report_materializations(context, run_settings, reports, "late_events")
 
     @dg.op(name=named(settings, "sweep_event_date"), pool="lakehouse_gold", out=dg.Out(dg.Nothing))
@@ -64,7 +80,7 @@ def build_ops(settings: Settings) -> tuple[dg.OpDefinition, dg.OpDefinition]:
         """Recompute every window of the partition's event date from silver; repair each difference."""
         day = date.fromisoformat(context.partition_key)
         run_settings = view(lakehouse, settings)
-        reports = run_reconcile(lakehouse.spark(), run_settings, [day], wait_seconds=GOLD_LOCK_WAIT_SECONDS)
+        reports = _reconciled(context, lakehouse, run_settings, [day])
         _report_materializations(context, run_settings, reports, f"completeness sweep {day}")
 
     return fold_late_events_op, sweep_event_date

@@ -4,7 +4,9 @@ stream's followers' process does.
 
 Golden values by hand from the event rules (the seeds' running example): A 10:00 → 5 + 2, B 10:00 → 3,
 B 10:05 → 1, C 13:00 → 4; C moves the watermark to 12:58, so A 10:01 → 1 is too late and reconcile folds it
-into (A, 10:00) as its second revision, with one correction row.
+into (A, 10:00) as its second revision, with one correction row. Then A 10:02 → 2, too late as well, is
+folded by a run of Dagster's reconcile job (the late-data sensor's) beside the stream, which the stream's
+followers' process does too: (A, 10:00) → 10.00, 4 events, third revision.
 """
 
 import json
@@ -16,10 +18,13 @@ import sys
 import tempfile
 from pathlib import Path
 
+import dagster as dg
 import pytest
 from deltalake import DeltaTable
 
+from orchestration import definitions, pipeline, reconcile
 from tests.lines import SEEDS_EXAMPLE, event
+from warehouse.settings import Settings
 
 pytestmark = pytest.mark.system
 LAKEHOUSE = str(Path(sys.executable).parent / "lakehouse")
@@ -66,6 +71,20 @@ def test_a_warmed_stream_takes_handed_files_and_a_reconcile_beside_it(tmp_path: 
         assert [(c["user_id"], str(c["old_total_amount"]), str(c["new_total_amount"])) for c in corrections] == [
             ("A", "7.00", "8.00")
         ]
+        # The late-data sensor's job beside the stream: handed over too, its figures in Dagster as ever.
+        even_later = tmp_path / "even-later.jsonl"
+        even_later.write_text(event("a4", "A", "2024-01-01T10:02:00Z", "2") + "\n")
+        lakehouse("ingest", "--wait", "300", str(even_later))
+        jobs = definitions.build_defs(Settings.from_env(env), [pipeline, reconcile])
+        with dg.instance_for_test() as instance:
+            run = jobs.resolve_job_def("reconcile_job").execute_in_process(instance=instance)
+            logged = [entry.user_message for entry in instance.all_logs(run.run_id)]
+        assert run.success
+        assert any("done by the running `lakehouse run --continuous`" in message for message in logged), logged
+        materialized = [e for e in run.all_events if e.event_type_value == "ASSET_MATERIALIZATION"]
+        metadata = materialized[0].event_specific_data.materialization.metadata
+        assert (metadata["late_events_folded"].value, metadata["corrections_written"].value) == (1, 1)
+        assert _gold(home)[("A", "10:00")] == ("10.00", 4, 3)
         validated = subprocess.run([LAKEHOUSE, "validate", "--json"], env=env, capture_output=True, text=True)
         assert validated.returncode == 0, validated.stdout + validated.stderr
         summary = json.loads(validated.stdout)
@@ -87,8 +106,8 @@ def test_a_warmed_stream_takes_handed_files_and_a_reconcile_beside_it(tmp_path: 
     assert stream.returncode == 0, output
     assert re.search(r"purchases: Spark warmed up in \d+\.\d s; taking lines now", output), output
     assert "input left for the next run" not in output  # it had caught up before the stop
-    # The rehearsal's lines went to a scratch home, thrown away: bronze holds the six lines landed, nothing else.
+    # The rehearsal's lines went to a scratch home, thrown away: bronze holds the seven lines landed, nothing else.
     bronze = DeltaTable(str(home / "tables" / "bronze" / "events")).to_pyarrow_table()
-    assert bronze.num_rows == 6
+    assert bronze.num_rows == 7
     assert not list(Path(tempfile.gettempdir()).glob("lakehouse-warmup-*"))  # only this test warms up
     assert not (home / "requests" / "serving").exists()
