@@ -122,6 +122,7 @@ def rows() -> list[tuple[str, str, str, str]]:
                 "meets" if highest and highest >= 50_000 else "below",
             )
         )
+    table.extend(_twin_rows())
     files = _load("files")
     if files:
         worst = max(files["tables"].items(), key=lambda item: max(item[1]["peak_live_files_per_interval"] or [0]))
@@ -204,6 +205,29 @@ def rows() -> list[tuple[str, str, str, str]]:
                     f"{gold['p50']} / {gold['p99']} s ({'kept up' if fresh['kept_up'] else 'fell behind'})",
                     "reported",
                     "kept up" if fresh["kept_up"] else "fell behind",
+                )
+            )
+    return table
+
+
+def _twin_rows() -> list[tuple[str, str, str, str]]:
+    """Each bare-twin run of ``bench.freshness`` (``freshness-twin-*.json``): per output, twin/ours of landing →
+    visible at p50 and p99 (issue 50: at least 1.0, as fresh as plain Spark or fresher), with the load."""
+    table = []
+    for path in sorted(RESULTS.glob("freshness-twin-*.json")):
+        run = json.loads(path.read_text())
+        load = ", ".join(f"{value:.1f}" for value in run.get("load_average", []))
+        for figures in run.get("twin_over_ours", []):
+            p50, p99 = figures["p50_ratio"], figures["p99_ratio"]
+            shown = "never shown by the twin" if p50 is None else f"{p50}x / {p99}x"
+            table.append(
+                (
+                    f"  twin/ours {figures['output']} at {figures['rate']:,} events/s, {run['minutes']:g} min "
+                    f"({path.name}, load {load}): p50 / p99",
+                    f"{shown} (twin {figures['twin_p50']} / {figures['twin_p99']} s, "
+                    f"ours {figures['ours_p50']} / {figures['ours_p99']} s)",
+                    "≥ 1.0x",
+                    "meets" if p50 is None or (p50 >= 1.0 and p99 >= 1.0) else "below",
                 )
             )
     return table
