@@ -79,9 +79,10 @@ def carry_to_gold(
                 quarantined=silver["quarantined"],
                 duplicates=silver["duplicates"],
                 conflicting=silver["conflicting"],
-                **{key: silver[key] for key in (AMOUNT_LIMIT,) if key in silver},
                 silver_seconds=round(time.monotonic() - started - figures["bronze_seconds"], 3),
             )
+            if AMOUNT_LIMIT in silver:  # gold.fraud_alerts kept: the batch's alerts of the rule without state
+                figures[AMOUNT_LIMIT] = silver[AMOUNT_LIMIT]
             if silver["rows_written"]:
                 folded = time.monotonic()
                 figures.update(_fold(events, settings, source, batch_id, since))

@@ -7,8 +7,9 @@ Each purchase is judged alone, so the micro-batch that carries its line to silve
 which judges ``large_amount`` and ``burst`` a follower cycle later.
 
 Time semantics: none in the rule (no window, no watermark: a late purchase over the limit is an alert too,
-a duplicate never, since only a line's first arrival is a new silver event). ``detected_at`` is the source
-batch's planned time, the same when a batch is re-run after a crash.
+a duplicate never, since only a line's first arrival is a new silver event). ``detected_at``, in a carrying
+batch, is the source batch's planned time (its lines' ``ingest_time`` too), the same when a batch is re-run
+after a crash; a replay's silver stage stamps its own batch's time, and its swap keeps the live row's.
 
 Never imports Dagster.
 """
@@ -49,10 +50,8 @@ def limit_alerts(events: DataFrame, limit: Decimal, detected_at: datetime) -> Da
 
 def write_limit_alerts(
     events: DataFrame, settings: Settings, writer_id: str, batch_id: int, detected_at: datetime, rows: int
-) -> int:
-    """Append the batch's ``amount_limit`` alerts (``rows`` of them, counted by the caller) to
-    ``gold.fraud_alerts``, exactly once under the batch's writer identity; returns ``rows``."""
-    if rows:
-        alerts = limit_alerts(events, settings.fraud_amount_limit, detected_at)
-        append_once(alerts, settings, GOLD_FRAUD_ALERTS, writer_id, batch_id, rows)
-    return rows
+) -> None:
+    """Append the batch's ``amount_limit`` alerts (``rows`` of them, counted by the caller, at least one) to
+    ``gold.fraud_alerts``, exactly once under the batch's writer identity."""
+    alerts = limit_alerts(events, settings.fraud_amount_limit, detected_at)
+    append_once(alerts, settings, GOLD_FRAUD_ALERTS, writer_id, batch_id, rows)

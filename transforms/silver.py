@@ -158,8 +158,10 @@ def refined(
             stored = declared(_new_events(classified), spec).select(*events_table(settings).column_names)
             events = canonical(stored, spec)
             if flagged is not None:
+                figures[AMOUNT_LIMIT] = n_flagged
+            if n_flagged:
                 at = detected_at or datetime.now(UTC)
-                figures[AMOUNT_LIMIT] = write_limit_alerts(events, settings, writer_id, batch_id, at, n_flagged)
+                write_limit_alerts(events, settings, writer_id, batch_id, at, n_flagged)
             yield figures, events
 
 
