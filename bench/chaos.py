@@ -10,7 +10,7 @@ A loader lands one file a second and produces to the topic at the same time (two
 duplicates, disorder, late and invalid lines; a share of the file events also redelivered through Kafka).
 
 A cycle kills, in this order, each after a random wait:
-  stream      ``run --continuous`` (its followers' process dies with it), then started on the next source/master
+  stream      ``run --continuous`` (its followers' thread dies with it), then started on the next source/master
   worker      a Spark worker (and its executor) under the stream on the cluster, then ``cluster up`` again
   reconcile   ``lakehouse reconcile`` beside the stream, then run again to its end
   maintain    ``lakehouse maintain`` beside the stream (the next cycle's, or the last, runs to its end)

@@ -45,6 +45,7 @@ from pathlib import Path
 
 from deltalake import DeltaTable
 
+from bench.procs import tree_rss_mb
 from bench.run import bench_environment, lakehouse_command
 from bench.twin import AMOUNT_LIMIT
 from bench.twin import OUTPUTS as TWIN_OUTPUTS
@@ -87,6 +88,11 @@ class RateResult:
     #: Every gold output: landing → visible percentiles, and (seconds since the first file, latency) per probe.
     outputs: dict[str, dict[str, float | int | None]] = field(default_factory=dict)
     series: dict[str, list[tuple[float, float]]] = field(default_factory=dict, repr=False)
+    #: Resident memory of the run's process tree (the CLI, its driver JVM, Spark's Python workers), in MB:
+    #: the highest sample, and the median of the samples after the first minute.
+    rss_peak_mb: float | None = None
+    rss_steady_mb: float | None = None
+    rss_samples: list[tuple[float, float]] = field(default_factory=list, repr=False)
 
     def summarize(self) -> None:
         seen = sorted(self.latencies)
@@ -221,7 +227,11 @@ def measure(
     stop = threading.Event()
 
     def poll() -> None:
+        next_sample = 0.0
         while not stop.wait(0.2):
+            if time.monotonic() >= next_sample:
+                next_sample = time.monotonic() + 1.0
+                result.rss_samples.append((round(time.monotonic() - started, 1), tree_rss_mb(stream.pid)))
             for name, (table, column) in watched.items():
                 if name == "readings_1m":
                     found = _readings_visible(table)
@@ -237,9 +247,9 @@ def measure(
             if stream.poll() is not None or time.monotonic() > deadline:
                 raise SystemExit(f"bench: {'the twin' if twin else '`run --continuous`'} did not start; see {log.name}")
             time.sleep(0.5)
+        started = time.monotonic()
         poller = threading.Thread(target=poll, daemon=True)
         poller.start()
-        started = time.monotonic()
         n = 0
         while time.monotonic() - started < seconds:
             tick = started + n
@@ -270,6 +280,10 @@ def measure(
     result.latencies = [round(visible[i] - landed[i], 3) for i in sorted(landed) if i in visible]
     result.probes_missing = len(landed) - len(result.latencies)
     result.summarize()
+    if result.rss_samples:
+        result.rss_peak_mb = max(mb for _, mb in result.rss_samples)
+        steady = [mb for at, mb in result.rss_samples if at >= WARM_UP_FILES] or [mb for _, mb in result.rss_samples]
+        result.rss_steady_mb = round(statistics.median(steady), 1)
     for name, found in seen.items():
         latencies = [round(found[i] - landed[i], 3) for i in sorted(landed) if i in found]
         result.series[name] = [(round(landed[i] - landed[0], 1), round(found[i] - landed[i], 3))
@@ -338,6 +352,10 @@ def main() -> None:
         print(f"  {row['rate']:,} events/s {row['output']:16s} twin/ours p50 {row['p50_ratio']}x "
               f"({row['twin_p50']} / {row['ours_p50']} s), p99 {row['p99_ratio']}x "
               f"({row['twin_p99']} / {row['ours_p99']} s)", flush=True)  # fmt: skip
+    for row in _memory_ratios(results):
+        print(f"  {row['rate']:,} events/s resident memory ours/twin peak {row['peak_ratio']}x "
+              f"({row['ours_peak_mb']} / {row['twin_peak_mb']} MB), steady {row['steady_ratio']}x "
+              f"({row['ours_steady_mb']} / {row['twin_steady_mb']} MB)", flush=True)  # fmt: skip
     for line in ratios:
         print(f"  {line['rate']:,} events/s, purchases beside readings over alone (medians of "
               f"{line['rounds']} rounds, after the first minute): p50 {line['p50_ratio']}x, "
@@ -351,7 +369,10 @@ def main() -> None:
         "load_average": os.getloadavg(),
         **({"beside_over_alone": ratios} if ratios else {}),
         **({"twin_over_ours": anchored} if anchored else {}),
-        "rates": [{k: v for k, v in asdict(r).items() if k not in ("latencies", "series")} for r in results],
+        **({"memory_ours_over_twin": _memory_ratios(results)} if anchored else {}),
+        "rates": [
+            {k: v for k, v in asdict(r).items() if k not in ("latencies", "series", "rss_samples")} for r in results
+        ],
     }
     RESULTS.mkdir(parents=True, exist_ok=True)
     # Beside another pipeline the run is a comparison of its own: the single-stream figures stay as they are.
@@ -379,6 +400,24 @@ def _twin_over_ours(results: list[RateResult]) -> list[dict]:
     return rows
 
 
+def _memory_ratios(results: list[RateResult]) -> list[dict]:
+    """Per rate: the lakehouse's resident memory (process tree, peak and steady) over the twin's, in one run.
+    At most 1.5 is issue 50's target."""
+    rows = []
+    for rate in sorted({r.rate for r in results if r.side == "twin"}):
+        twin = next(r for r in results if r.rate == rate and r.side == "twin")
+        ours = next((r for r in results if r.rate == rate and r.side == "lakehouse" and not r.readings_rate), None)
+        if ours is None:
+            continue
+        row: dict = {"rate": rate}
+        for figure in ("peak", "steady"):
+            mine, theirs = getattr(ours, f"rss_{figure}_mb"), getattr(twin, f"rss_{figure}_mb")
+            row[f"ours_{figure}_mb"], row[f"twin_{figure}_mb"] = mine, theirs
+            row[f"{figure}_ratio"] = round(mine / theirs, 2) if mine and theirs else None
+        rows.append(row)
+    return rows
+
+
 def _beside_over_alone(results: list[RateResult]) -> list[dict]:
     """Per rate: the purchases stream's steady p50 and p99 beside the readings pipeline over alone, each side
     the median of its rounds (alternated, so a noisy stretch of a shared machine weighs on both)."""
@@ -403,7 +442,8 @@ def _print(result: RateResult) -> None:
         f"  p50 {result.p50} s, p99 {result.p99} s, max {result.max} s "
         f"(after the first minute: p50 {result.steady_p50} s, p99 {result.steady_p99} s), probes missing "
         f"{result.probes_missing}, lag first/last third {result.first_third_p50}/{result.last_third_p50} s, "
-        f"{'kept up' if result.kept_up else 'FELL BEHIND'}",
+        f"{'kept up' if result.kept_up else 'FELL BEHIND'}; resident memory peak {result.rss_peak_mb} MB, "
+        f"steady {result.rss_steady_mb} MB",
         flush=True,
     )
 

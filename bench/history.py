@@ -24,6 +24,7 @@ from pathlib import Path
 
 from deltalake import DeltaTable
 
+from bench.procs import tree_rss_mb
 from bench.run import SEED, bench_environment, count_lines, lakehouse_command, landing_files, run_timed
 from runtime.sources.landing import place_in_landing
 from warehouse.catalog import OPS_STREAM_PROGRESS
@@ -40,39 +41,14 @@ def _rss_peak_mb(command: list[str], env: dict[str, str], log: Path) -> tuple[fl
     started = time.perf_counter()
     with log.open("w") as out:
         process = subprocess.Popen(command, env=env, cwd=REPO_ROOT, stdout=out, stderr=out)
-        peak = 0
+        peak = 0.0
         while process.poll() is None:
-            peak = max(peak, _tree_rss_kb(process.pid))
+            peak = max(peak, tree_rss_mb(process.pid))
             time.sleep(0.2)
     seconds = time.perf_counter() - started
     if process.returncode != 0:
         raise SystemExit(f"bench: `{' '.join(command)}` failed; see {log}")
-    return seconds, peak / 1024
-
-
-def _tree_rss_kb(root: int) -> int:
-    """Resident memory (kB) of ``root`` and all its descendants, from /proc."""
-    children: dict[int, list[int]] = {}
-    rss: dict[int, int] = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-            status = (entry / "status").read_text()
-        except OSError:
-            continue
-        pid, parent = int(entry.name), int(fields[1])
-        children.setdefault(parent, []).append(pid)
-        for line in status.splitlines():
-            if line.startswith("VmRSS:"):
-                rss[pid] = int(line.split()[1])
-    total, stack = 0, [root]
-    while stack:
-        pid = stack.pop()
-        total += rss.get(pid, 0)
-        stack.extend(children.get(pid, []))
-    return total
+    return seconds, peak
 
 
 def _increment(settings: Settings, name: str, events: int, start: datetime) -> None:

@@ -42,6 +42,7 @@ from pathlib import Path
 from deltalake import DeltaTable, QueryBuilder
 
 from bench.files import maintain_timed, sample_tables
+from bench.procs import tree_rss_mb
 from bench.run import bench_environment, lakehouse_command
 from runtime.checkpoints import checkpoint_dir
 from runtime.sources.landing import place_in_landing
@@ -75,29 +76,6 @@ def _lines(rng: random.Random, rate: int, second: int, now: datetime, recent: li
     return lines
 
 
-def _tree_rss_mb(root: int) -> float:
-    """Resident memory of ``root`` and every descendant, in MB."""
-    children: dict[int, list[int]] = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
-    total, todo = 0, [root]
-    while todo:
-        pid = todo.pop()
-        todo.extend(children.get(pid, []))
-        try:
-            rss = next(
-                line for line in Path(f"/proc/{pid}/status").read_text().splitlines() if line.startswith("VmRSS")
-            )
-            total += int(rss.split()[1])
-        except (OSError, StopIteration):
-            continue
-    return round(total / 1024, 1)
-
-
 def _state_mb(settings: Settings) -> dict[str, float]:
     found = {}
     for stage in stages(settings):
@@ -109,7 +87,7 @@ def _state_mb(settings: Settings) -> dict[str, float]:
 
 def _batch_seconds(settings: Settings, seen: set[tuple[str, str, int]]) -> dict[str, float]:
     """Median batch seconds per stream over the batches recorded since the last look (``seen`` holds those
-    already counted). By batch, not by recording time: the followers' process appends its rows a while
+    already counted). By batch, not by recording time: the followers' thread appends its rows a while
     after their batches, and a time window would miss them."""
     path = OPS_STREAM_PROGRESS.path(settings)
     try:
@@ -233,7 +211,7 @@ def main() -> None:
             sample = sample_tables(settings, started)
             samples.append({
                 "minute": sample["minute"],
-                "rss_mb": _tree_rss_mb(stream.pid),
+                "rss_mb": tree_rss_mb(stream.pid),
                 "state_mb": _state_mb(settings),
                 "live_files": {name: figures["live"] for name, figures in sample["tables"].items()},
                 "batch_seconds": _batch_seconds(settings, counted),

@@ -276,7 +276,7 @@ def reconcile(
         with console.status("reconciling gold with silver"):
             reports = reconcile_all(spark, views, dates, wait_seconds=wait)
     else:
-        console.print("done by the running `lakehouse run --continuous`, in its followers' process")
+        console.print("done by the running `lakehouse run --continuous`, between its followers' turns")
     render.print_reports(console, reports, "reconcile", views[0].spec.name, time.monotonic() - started)
 
 
@@ -373,7 +373,7 @@ def validate(
         print_json(summary)
     else:
         if handed:
-            console.print("done by the running `lakehouse run --continuous`, in its followers' process")
+            console.print("done by the running `lakehouse run --continuous`, between its followers' turns")
         render.print_validation(console, summary)
     if not summary["passed"]:
         failed = ", ".join(f"{s['suite']} ({s['blocking_failed']})" for s in summary["suites"] if s["blocking_failed"])

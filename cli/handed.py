@@ -1,7 +1,7 @@
 """Work the CLI hands to a running `lakehouse run --continuous` beyond the runtime's own reconciles: a
-validation (``lakehouse validate``), done in the run's followers' process with its warm JVM.
+validation (``lakehouse validate``), done in the run's followers' thread with its warm JVM.
 
-``run --continuous`` gives its followers' process these handlers by name (``runtime.handover``); the runtime's
+``run --continuous`` gives its followers' thread these handlers by name (``runtime.handover``); the runtime's
 floor never imports the expectations, so the suites are imported here, and only when a validation is asked
 for: a run that is never handed one never loads Great Expectations.
 """

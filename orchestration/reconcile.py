@@ -59,7 +59,7 @@ def _reconciled(
     asked = {"dates": [day.isoformat() for day in dates], "wait": GOLD_LOCK_WAIT_SECONDS}
     handed = hand_over(lakehouse.settings(), "reconcile", asked, [run_settings.spec.name])
     if handed is not None:
-        context.log.info("done by the running `lakehouse run --continuous`, in its followers' process")
+        context.log.info("done by the running `lakehouse run --continuous`, between its followers' turns")
         return reports_of(handed)
     return run_reconcile(lakehouse.spark(), run_settings, dates, wait_seconds=GOLD_LOCK_WAIT_SECONDS)
 

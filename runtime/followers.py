@@ -1,54 +1,45 @@
-"""A continuous run's followers in a process of their own, at a lower CPU priority than the critical path.
+"""A continuous run's followers in a thread of the critical path's process, at a lower CPU priority.
 
-``run --continuous`` is two processes: the critical path (the source stream's query, carrying each landed
-line to the tumbling table, and the idle advance) in the process the user started, and the followers
-(fraud alerts, the derived windows, the join, distinct URLs) in a child it starts, with a Spark driver of its
-own and ``LAKEHOUSE_FOLLOWERS_NICENESS`` added to its niceness. On shared cores the kernel then gives the
-critical path the CPU it asks for and the followers what is left, which one process could not: its Spark
-jobs share one JVM and one Python interpreter lock, and the scheduler pools order tasks, not the driver's
-own work between them. Not a session of its own: with the kernel's autogroups, niceness only counts
-between processes of one session.
+``run --continuous`` runs the critical path (the source stream's query, carrying each landed line to the
+tumbling table, and the idle advance) in its main thread, and the followers (fraud alerts, the derived
+windows, the join, distinct URLs) in cycles here, in a thread of the same process and the same JVM, in Spark's
+scheduler pool ``followers``. The thread and the JVM thread that serves its calls take
+``LAKEHOUSE_FOLLOWERS_NICENESS`` more niceness, and every query thread that JVM thread starts inherits it
+(Linux keeps a niceness per thread): on shared cores the kernel gives the critical path's threads the CPU
+they ask for first. One JVM rather than a second one beside it (decision 44 until decision 72): one
+warm-up, one heap, and the followers' code compiled once; measured, the followers twice as fresh for the
+critical path about a second slower at p50.
 
 Nothing about the tables changes: each follower is still a query with its own checkpoint, writing exactly
-once per batch; the child holds the followers' stream locks, the parent the critical path's. The child dies
-with its parent (``PR_SET_PDEATHSIG``: a SIGKILL of the run kills it too, as it would a thread), stops
-cleanly on SIGTERM or SIGINT, and tells the parent its figures (one JSON line per cycle that ran batches) and
-any failure (one line) over a pipe; its own output goes to ``logs/followers.log``.
+once per batch; the thread holds the followers' stream locks. A follower's failure stops the run in one
+line (its trace in ``logs/followers.log``); a stop (SIGINT, SIGTERM) stops the follower's query mid-batch,
+and the next start re-runs that batch, writing nothing twice.
 
-A run of several pipelines keeps this shape: the first pipeline's critical path in the parent, and every
-other pipeline (its source stream, carrying its lines to its tumbling table, then its followers) in this
-child's cycles, after the first's fraud alerts and before the first's other followers. Two JVMs, whatever
-the number of pipelines.
+A run of several pipelines keeps this shape: the first pipeline's critical path in the main thread, and
+every other pipeline (its source stream, carrying its lines to its tumbling table, then its followers) in
+this thread's cycles, after the first's fraud alerts and before the first's other followers. One JVM,
+whatever the number of pipelines.
 """
 
 import contextlib
-import ctypes
-import json
 import os
-import pickle
-import signal
-import sys
 import threading
 import time
 import traceback
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass
-from datetime import date
 from functools import partial
-from typing import Any
 
 from pyspark.sql import SparkSession
 
 from runtime.faults import retry_slow_start
-from runtime.handover import Handler, answer, as_result, pending, serving
-from runtime.pipelines import reconcile_all
+from runtime.handover import Handler, answer, pending, serving
 from runtime.progress import IN_TURNS, INPUT_LEFT, Notices, StageReport, query_prefix, recorder_for
 from runtime.runner import (
     CONTINUOUS_RUN,
     IDLE_ADVANCE,
     IDLE_CHECK_SECONDS,
-    FollowerJob,
     advance_idle_watermark,
     broker_down,
     drain_stage,
@@ -56,10 +47,10 @@ from runtime.runner import (
 )
 from runtime.stages import FRAUD_STAGE, Stage, stages
 from warehouse.locks import hold_all
-from warehouse.session import spark_session
 from warehouse.settings import Settings
 
-_PR_SET_PDEATHSIG = 1
+#: How long a stopping run waits for its followers to stop their queries.
+STOP_SECONDS = 120.0
 
 
 def follow(
@@ -92,7 +83,7 @@ def follow(
     for pipeline in tended:
         reports.update(pipeline.reports)
     notices = Notices(lambda line: print(line, flush=True))
-    served = {"reconcile": reconcile_handed, **(handlers or {})}
+    served = dict(handlers or {})
     with ExitStack() as held:
         purpose = f"{CONTINUOUS_RUN}, {IN_TURNS}"
         for pipeline in tended:
@@ -211,12 +202,6 @@ def _turns(tended: Sequence[Tended]) -> list[tuple[Tended, Stage]]:
     return [turn for other in rest for turn in (*early, other)]
 
 
-def reconcile_handed(spark: SparkSession, views: list[Settings], request: dict[str, Any]) -> dict[str, Any]:
-    """A reconcile handed to the run: of the named pipelines, the dates asked for (``lakehouse reconcile``)."""
-    dates = [date.fromisoformat(day) for day in request.get("dates", ())]
-    return as_result(reconcile_all(spark, views, dates, wait_seconds=float(request.get("wait", 0))))
-
-
 def serve(spark: SparkSession, tended: Sequence[Tended], handlers: Mapping[str, Handler]) -> bool:
     """Do what was handed to this run (``runtime.handover``) in this process's warm JVM, each request with
     the handler of its kind. Whether there was anything."""
@@ -233,40 +218,59 @@ def serve(spark: SparkSession, tended: Sequence[Tended], handlers: Mapping[str, 
     return bool(requests)
 
 
-def die_with_parent(parent: int) -> None:
-    """Have the kernel kill this process when its parent dies (Linux), then make sure it has not already."""
-    # Not Linux: no prctl; the pipe to the parent breaks instead, and the next report fails.
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-    if os.getppid() != parent:
-        os._exit(1)
+class Followers:
+    """The run's handle on its followers' thread: start it, read its figures, learn of its failure, stop it."""
+
+    def __init__(
+        self,
+        spark: SparkSession,
+        settings: Settings,
+        source: str,
+        run_id: str,
+        others: Sequence[tuple[Settings, str]] = (),
+        handlers: Mapping[str, Handler] | None = None,
+    ) -> None:
+        self.log = settings.logs_dir / "followers.log"
+        self.reports: dict[str, StageReport] = {}
+        self.error: str | None = None
+        self._stop = threading.Event()
+        job = partial(follow, spark, settings, source, self._stop, run_id, self._tell, others, handlers)
+        self._thread = threading.Thread(
+            target=self._run, args=(spark, settings.streams.followers_niceness, job), name="lakehouse-followers"
+        )
+        self._thread.daemon = True  # a stop that never ends must not keep the process alive
+        self._thread.start()
+
+    def _tell(self, reports: dict[str, StageReport]) -> None:
+        self.reports = reports
+
+    def _run(self, spark: SparkSession, niceness: int, job: Callable[[], dict[str, StageReport]]) -> None:
+        spark.sparkContext.setLocalProperty("spark.scheduler.pool", "followers")
+        lower_priority(spark, niceness)
+        try:
+            self.reports = job()
+        except BaseException as error:
+            first = str(error).strip().splitlines()[0] if str(error).strip() else ""
+            self.error = f"{type(error).__name__}: {first}"
+            self.log.parent.mkdir(parents=True, exist_ok=True)
+            with self.log.open("a", encoding="utf-8") as log:
+                traceback.print_exc(file=log)
+
+    def failure(self) -> str | None:
+        """One line when the followers ended without being asked to (a follower failed)."""
+        if self._thread.is_alive() or self._stop.is_set():
+            return None
+        return f"the followers stopped: {self.error or 'they ended'} (more in {self.log})"
+
+    def stop(self) -> None:
+        """Stop the followers' queries (a batch cut off mid-way is re-run by the next start), and wait."""
+        self._stop.set()
+        self._thread.join(STOP_SECONDS)
 
 
-def main() -> None:
-    """The child: ``python -m runtime.followers <parent pid> <report fd>``, its job pickled on stdin."""
-    die_with_parent(int(sys.argv[1]))
-    job: FollowerJob = pickle.load(sys.stdin.buffer)
-    report = os.fdopen(int(sys.argv[2]), "w", encoding="utf-8", buffering=1)
-    # Before the JVM starts, so its threads inherit the niceness too.
-    os.nice(job.settings.streams.followers_niceness)
-    stop = threading.Event()
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(signum, lambda *_: stop.set())
-
-    def tell(reports: dict[str, StageReport]) -> None:
-        shown = [item.to_json() for item in reports.values()]
-        report.write(json.dumps({"reports": shown}) + "\n")
-
-    try:
-        spark = spark_session(job.settings)
-        handlers = dict(job.handlers)
-        tell(follow(spark, job.settings, job.source, stop, job.run_id, tell, job.others, handlers))
-    except BaseException as error:
-        traceback.print_exc()
-        first = str(error).strip().splitlines()[0] if str(error).strip() else ""
-        report.write(json.dumps({"error": f"{type(error).__name__}: {first}"}) + "\n")
-        raise SystemExit(1) from error
-
-
-if __name__ == "__main__":
-    main()
+def lower_priority(spark: SparkSession, niceness: int) -> None:
+    """Add ``niceness`` to this thread's and to the JVM thread serving its calls (Linux: niceness is a
+    thread's); the query threads that JVM thread starts inherit it."""
+    path = spark.sparkContext._jvm.java.io.File("/proc/thread-self").getCanonicalPath()  # type: ignore[union-attr]
+    for thread in (threading.get_native_id(), int(path.rsplit("/", 1)[1])):
+        os.setpriority(os.PRIO_PROCESS, thread, min(19, os.getpriority(os.PRIO_PROCESS, thread) + niceness))

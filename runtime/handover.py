@@ -1,5 +1,5 @@
 """Work handed to a running continuous run: a reconcile or a validation asked for beside it runs in its
-followers' process.
+followers' thread, between two of their turns.
 
 That process's driver JVM is warm (its plans compiled, its classes loaded) and already has its share of the
 cores: a reconcile started on its own beside a continuous run is a third JVM on the same cores, most of its

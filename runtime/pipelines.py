@@ -2,9 +2,9 @@
 
 Each pipeline keeps its own streams, checkpoints, locks and tables (its settings' view). A bounded run takes
 them one after the other in the one Spark session (their query names carry the pipeline:
-``runtime.progress.query_name``); a continuous run keeps the first pipeline's critical path in this process
-and runs every other pipeline in the first's lower-priority followers' process, until one stop (SIGINT,
-SIGTERM) ends them all.
+``runtime.progress.query_name``); a continuous run keeps the first pipeline's critical path in its main
+thread and runs every other pipeline in the first's lower-priority followers' thread, until one stop
+(SIGINT, SIGTERM) ends them all.
 """
 
 import threading
@@ -13,13 +13,15 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from datetime import date
 from functools import partial
+from typing import Any
 
 from pyspark.sql import SparkSession
 
 from runtime.checkpoints import checkpoint_dir
-from runtime.handover import Handler
+from runtime.continuous import run_continuous
+from runtime.handover import Handler, as_result
 from runtime.progress import StageReport, StreamStatus, query_prefix, stream_status
-from runtime.runner import drain_older_streams, prepare, run_continuous, run_once, run_reconcile
+from runtime.runner import drain_older_streams, prepare, run_once, run_reconcile
 from runtime.sources.kafka import partition_lag
 from runtime.stages import Stage, reconcile_stage, source_stage, stages
 from runtime.warmup import warm_critical_path, worth_warming
@@ -29,7 +31,7 @@ from warehouse.settings import Settings
 def _named(view: Settings, reports: Sequence[StageReport]) -> list[StageReport]:
     """Reports named as the user sees them: another pipeline's carry its name (``readings:bronze_events``)."""
     prefix = query_prefix(view)
-    # Another pipeline's reports from the followers' process come named already.
+    # Another pipeline's reports from the followers' thread come named already.
     return [replace(report, name=prefix + report.name) if prefix and ":" not in report.name else report
             for report in reports]  # fmt: skip
 
@@ -57,7 +59,7 @@ def run_all_continuous(
     handlers: Mapping[str, Handler] | None = None,
 ) -> list[StageReport]:
     """Every pipeline's continuous run until ``stop`` is set or a signal comes: the first pipeline's critical
-    path runs here, and every other pipeline runs whole in the first's followers' process, in its cycles
+    path runs here, and every other pipeline runs whole in the first's followers' thread, in its cycles
     (``runtime.followers``): on shared cores the kernel serves the first pipeline's critical path first, and
     the other pipelines take what its followers did, in one JVM whatever their number. Each is prepared
     here first, so a damaged home or a refused spec change stops the run in one line before anything starts.
@@ -80,9 +82,15 @@ def run_all_continuous(
             on_notice=on_notice,
             others=[(view, source_of(view, source)) for view in others],
             warm_up=partial(warm_critical_path, spark, first, warmup_lines) if warm else None,
-            handlers=handlers,
+            handlers={"reconcile": reconcile_handed, **(handlers or {})},
         ),
     )
+
+
+def reconcile_handed(spark: SparkSession, views: list[Settings], request: dict[str, Any]) -> dict[str, Any]:
+    """A reconcile handed to the run: of the named pipelines, the dates asked for (``lakehouse reconcile``)."""
+    dates = [date.fromisoformat(day) for day in request.get("dates", ())]
+    return as_result(reconcile_all(spark, views, dates, wait_seconds=float(request.get("wait", 0))))
 
 
 def reconcile_all(

@@ -330,7 +330,7 @@ def pending_source_commits(table: Path, checkpoint: Path) -> list[tuple[str, flo
     return pending
 
 
-#: How a continuous run's lock on a stream it runs in turns (another pipeline's, in the followers' process) ends.
+#: How a continuous run's lock on a stream it runs in turns (another pipeline's, in the followers' thread) ends.
 IN_TURNS = "in turns"
 
 

@@ -2,23 +2,16 @@
 micro-batch) and its followers, each a Structured Streaming query with its own checkpoint.
 
 ``run_once`` runs each query with ``availableNow`` (everything that has arrived, in bounded micro-batches,
-then stop). ``run_continuous`` keeps the source stream's query running for the whole run (a trigger every
-``trigger_interval_seconds``; no query start per batch) and the followers in cycles of their own beside it.
+then stop); ``runtime.continuous`` keeps the source stream's query running instead, with the followers in
+cycles of their own beside it (``runtime.followers``).
 Each micro-batch is written through ``foreachBatch`` exactly once (commit metadata or Delta transaction
 ids), so a batch replayed after a crash writes nothing twice.
 """
 
-import json
-import os
-import pickle
-import signal
-import subprocess
-import sys
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from functools import partial
 from pathlib import Path
@@ -31,7 +24,6 @@ from runtime import checkpoints
 from runtime.carry import carried_writer
 from runtime.checkpoints import KAFKA_STAGE, RECONCILE_STAGE, checkpoint_dir
 from runtime.faults import check_home, retry_slow_start
-from runtime.handover import Handler
 from runtime.progress import (
     Notices,
     StageReport,
@@ -287,236 +279,6 @@ def run_reconcile(
     return reports
 
 
-def run_continuous(
-    spark: SparkSession,
-    settings: Settings,
-    stop: threading.Event | None = None,
-    on_progress: Callable[[list[StageReport]], None] | None = None,
-    source: str = "landing",
-    on_notice: Callable[[str], None] | None = None,
-    others: Sequence[tuple[Settings, str]] = (),
-    warm_up: Callable[[], float] | None = None,
-    handlers: Mapping[str, Handler] | None = None,
-) -> list[StageReport]:
-    """Run the pipeline until ``stop`` is set or a signal comes: the critical path (bronze, silver, the
-    tumbling table) in one query that keeps running, and the followers (fraud alerts, the derived windows,
-    the join, distinct URLs) in cycles of their own in a process of their own (``runtime.followers``), at a
-    lower CPU priority. ``warm_up`` (``runtime.warmup``) rehearses the critical path before its query starts.
-    ``others`` (settings view, source) are other pipelines, prepared by the caller: the followers' process runs
-    them. ``handlers`` are the kinds of handed work (``runtime.handover``) the followers' process serves
-    besides reconciles.
-
-    The source stream's query runs for the whole run (a trigger every ``trigger_interval_seconds``, no
-    start per batch), and each of its micro-batches carries a landed line all the way to the tumbling
-    table: none waits for a follower, and the followers take the CPU the critical path leaves. A
-    follower whose source has nothing new is skipped without starting a query (from its checkpoint and
-    its source's files, no Spark job). SIGINT and SIGTERM stop the running queries; a batch cut off
-    mid-way is re-run by the next start and writes nothing twice. A follower's failure stops the whole run.
-    """
-    prepare(spark, settings)
-    older = drain_older_streams(spark, settings)
-    stop = stop or threading.Event()
-    previous = {}
-    if threading.current_thread() is threading.main_thread():
-        for signum in (signal.SIGINT, signal.SIGTERM):
-            previous[signum] = signal.signal(signum, lambda *_: stop.set())
-    pipeline = stages(settings, source)
-    report = StageReport(pipeline.source.name)
-    idle_report = StageReport(IDLE_ADVANCE)
-    next_idle_check = 0.0
-    recorder = recorder_for(spark, settings)
-    recorder.start_continuous_run()
-    notices = Notices(on_notice)
-    followers: FollowerProcess | None = None
-
-    def all_reports() -> list[StageReport]:
-        shown = {stage.name: StageReport(stage.name) for stage in pipeline.followers}
-        shown.update(followers.reports if followers else {})
-        return _with_idle([report, *shown.values()], idle_report)
-
-    critical = _SourceQuery(spark, settings, pipeline.source, report, notices)
-    try:
-        with hold_all(settings, pipeline.source.lock_names(settings), purpose=CONTINUOUS_RUN):
-            if pipeline.followers or others:
-                followers = FollowerProcess(
-                    FollowerJob(settings, source, recorder.run_id, tuple(others), tuple((handlers or {}).items()))
-                )
-            if warm_up:  # while the followers' process starts its JVM
-                notices.say(f"{settings.spec.name}: Spark warmed up in {warm_up():.1f} s; taking lines now")
-            try:
-                while not stop.is_set():
-                    critical.keep_running()
-                    failure = followers.failure() if followers else None
-                    if failure:
-                        raise RuntimeError(failure)
-                    if followers and followers.stopped():
-                        break  # a Ctrl-C reached the followers first; this process has it too
-                    # The batch lock is free only between the source stream's batches: an idle advance never
-                    # runs during one, and the progress shown is never half a batch's.
-                    if critical.batch_lock.acquire(blocking=False):
-                        try:
-                            if time.monotonic() >= next_idle_check:
-                                # A look costs a few small Spark jobs; windows close within this many s of due.
-                                next_idle_check = time.monotonic() + max(
-                                    settings.streams.trigger_interval_seconds, IDLE_CHECK_SECONDS
-                                )
-                                idle = advance_idle_watermark(spark, settings, stage_locked=True, follow=False)
-                                if idle:
-                                    idle_report.add(idle.figures, idle.seconds)
-                            if on_progress:
-                                on_progress(all_reports())
-                        finally:
-                            critical.batch_lock.release()
-                    recorder.flush_if_due()
-                    stop.wait(_LOOK_SECONDS)
-            finally:
-                stop.set()
-                critical.stop()
-                if followers:
-                    followers.stop()
-    finally:
-        recorder.flush()
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
-    return [*older, *all_reports()]
-
-
-#: How long a stopping run waits for its followers to stop their queries before killing them.
-STOP_SECONDS = 120.0
-
-
-@dataclass(frozen=True)
-class FollowerJob:
-    """What the child process runs: the parent's settings (as checked there), source and progress run id."""
-
-    settings: Settings
-    source: str
-    run_id: str
-    #: Other pipelines the child runs whole: (settings view, source).
-    others: tuple[tuple[Settings, str], ...] = ()
-    #: Kinds of handed work the child serves besides reconciles (``runtime.handover``), by kind.
-    handlers: tuple[tuple[str, Handler], ...] = ()
-
-
-class FollowerProcess:
-    """The parent's handle on the followers' process: start it, read its figures, learn of its failure, stop it."""
-
-    def __init__(self, job: FollowerJob) -> None:
-        self.settings = settings = job.settings
-        self.log = settings.logs_dir / "followers.log"
-        self.reports: dict[str, StageReport] = {}
-        self.error: str | None = None
-        self._stopping = False
-        self.log.parent.mkdir(parents=True, exist_ok=True)
-        reading, writing = os.pipe()
-        with self.log.open("ab") as log:
-            self.process = subprocess.Popen(
-                [sys.executable, "-m", "runtime.followers", str(os.getpid()), str(writing)],
-                stdin=subprocess.PIPE,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                pass_fds=(writing,),
-                # Not a session of its own: with the kernel's autogroups, niceness counts only within a session.
-            )
-        os.close(writing)
-        assert self.process.stdin is not None
-        self.process.stdin.write(pickle.dumps(job))
-        self.process.stdin.close()
-        self._reader = threading.Thread(target=self._read, args=(reading,), name="lakehouse-followers", daemon=True)
-        self._reader.start()
-
-    def _read(self, reading: int) -> None:
-        with os.fdopen(reading, "r", encoding="utf-8") as lines:
-            for line in lines:
-                message = json.loads(line)
-                if "error" in message:
-                    self.error = message["error"]
-                for shown in message.get("reports", []):
-                    self.reports[shown["name"]] = StageReport(**shown)
-
-    def stopped(self) -> bool:
-        """Whether the process stopped cleanly on a signal of its own (Ctrl-C reaches the whole process group)."""
-        return self.process.poll() == 0
-
-    def failure(self) -> str | None:
-        """One line when the process ended without being asked to (a follower failed, or it was killed)."""
-        code = self.process.poll()
-        if not code or self._stopping:
-            return None
-        self._reader.join(timeout=5)
-        if self.error:
-            return f"the followers stopped: {self.error} (more in {self.log})"
-        ended = f"signal {-code}" if code < 0 else f"exit status {code}"
-        return f"the followers' process ended ({ended}); see {self.log}"
-
-    def stop(self) -> None:
-        """Ask the process to stop its queries (a batch cut off mid-way is re-run by the next start), and wait."""
-        self._stopping = True
-        stop_child(self.process)
-        self._reader.join(timeout=5)
-
-
-def stop_child(process: subprocess.Popen) -> None:
-    """SIGTERM a child run (it stops its queries cleanly), wait up to :data:`STOP_SECONDS`, then kill it."""
-    if process.poll() is None:
-        process.terminate()
-        try:
-            process.wait(STOP_SECONDS)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-
-
-#: How often a continuous run's main thread looks at its source query (failures, idleness, progress).
-_LOOK_SECONDS = 0.5
-
-
-class _SourceQuery:
-    """The continuous run's source stream: one query for the whole run, started again only after a Kafka
-    broker outage (or the re-run quirk in :func:`drain_stage`); any other failure stops the run."""
-
-    def __init__(
-        self, spark: SparkSession, settings: Settings, stage: Stage, report: StageReport, notices: Notices
-    ) -> None:
-        self.spark, self.settings, self.stage, self.report, self.notices = spark, settings, stage, report, notices
-        self.batch_lock = threading.Lock()
-        self.query: StreamingQuery | None = None
-        self.rerun: int | None = None
-        self.next_broker_look = 0.0
-
-    def keep_running(self) -> None:
-        if self.query is not None and self.query.isActive:
-            if self.stage.source == "kafka" and time.monotonic() >= self.next_broker_look:
-                # A running Kafka query waits out an outage on its own; the user is told once each way.
-                self.next_broker_look = time.monotonic() + self.settings.streams.trigger_interval_seconds
-                self._broker_down()
-            return
-        checkpoint = checkpoint_dir(self.settings, self.stage)
-        if self.query is not None:
-            error, self.query = self.query.exception(), None
-            if error is not None:
-                rerun_done = self.rerun is not None and checkpoints.is_committed(checkpoint, self.rerun)
-                # A Kafka batch cut off by a broker outage never committed: it is re-run from the same offsets
-                # once the broker answers. Any other failure stops the run.
-                if self.stage.source != "kafka" or not (rerun_done or self._broker_down()):
-                    raise error
-                if not rerun_done:
-                    return
-        if (self.stage.source == "kafka" and self._broker_down()) or _starts_after_newest(self.settings, self.stage):
-            return
-        self.rerun = checkpoints.uncommitted_batch(checkpoint)
-        self.query = start_stage(
-            self.spark, self.settings, self.stage, self.report, keep_running=True, batch_lock=self.batch_lock
-        )
-
-    def _broker_down(self) -> bool:
-        return broker_down(self.settings, self.stage, self.notices)
-
-    def stop(self) -> None:
-        if self.query is not None:
-            self.query.stop()
-
-
 def broker_down(settings: Settings, stage: Stage, notices: Notices) -> bool:
     """Whether the Kafka broker does not answer now (told once each way through ``notices``)."""
     try:
@@ -526,10 +288,6 @@ def broker_down(settings: Settings, stage: Stage, notices: Notices) -> bool:
         return True
     notices.broker(settings, None)
     return False
-
-
-def _with_idle(reports: list[StageReport], idle: StageReport) -> list[StageReport]:
-    return [*reports, idle] if idle.batches else reports
 
 
 def _has_work(settings: Settings, stage: Stage) -> bool:
@@ -554,7 +312,7 @@ def drain_stage(
 ) -> None:
     """Run one stage's query over everything available now; stop it early when ``stop`` is set."""
     checkpoint = checkpoint_dir(settings, stage)
-    if _starts_after_newest(settings, stage):
+    if starts_after_newest(settings, stage):
         return
     rerun = checkpoints.uncommitted_batch(checkpoint)
     error = _await(start_stage(spark, settings, stage, report), stop)
@@ -567,7 +325,7 @@ def drain_stage(
         raise error
 
 
-def _starts_after_newest(settings: Settings, stage: Stage) -> bool:
+def starts_after_newest(settings: Settings, stage: Stage) -> bool:
     """A stream of a Delta table reset by a replay to start after its source's swap commit, with no commit
     after that yet: it has nothing to read, and Delta refuses a starting version that does not exist."""
     start = checkpoints.starting_version(settings.checkpoints_dir, stage.name)

@@ -5,8 +5,9 @@ stage, Delta's log replay and MERGE, all run for the first time (about 12 s for 
 against 4 to 5 s once warm). A continuous run that starts with nothing waiting carries a few generated lines
 through the same source stream, in a scratch home of its own, and throws the home away: its first real
 batch then finds the JVM warm. With lines waiting it does not: they would wait for the rehearsal, and their
-own batch warms the JVM as well. The followers' process starts its JVM meanwhile; it does not rehearse (a
-whole pipeline and a reconcile at its lower priority took 50 to 85 s on two cores, longer than it saves).
+own batch warms the JVM as well. The followers start after it, in the same JVM: their first batches,
+compiling beside the rehearsal, would slow it down. They do not rehearse (a whole pipeline and a reconcile
+at their lower priority took 50 to 85 s on two cores, longer than it saves).
 
 Time semantics: none; the rehearsal's lines are never read by the real home's streams.
 """

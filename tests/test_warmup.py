@@ -64,7 +64,7 @@ def test_a_warmed_stream_takes_handed_files_and_a_reconcile_beside_it(tmp_path: 
             ("C", "13:00"): ("4.00", 1, 1),
         }
         reconciled = lakehouse("reconcile").stdout
-        assert "done by the running `lakehouse run --continuous`, in its followers' process" in reconciled
+        assert "done by the running `lakehouse run --continuous`, between its followers' turns" in reconciled
         assert "1 late events, 1 keys recomputed, 1 keys changed" in reconciled
         assert _gold(home)[("A", "10:00")] == ("8.00", 3, 2)
         corrections = DeltaTable(str(home / "tables" / "gold" / "corrections")).to_pyarrow_table().to_pylist()
@@ -94,7 +94,7 @@ def test_a_warmed_stream_takes_handed_files_and_a_reconcile_beside_it(tmp_path: 
         logged = DeltaTable(str(home / "tables" / "ops" / "dq_results")).to_pyarrow_table().to_pylist()
         assert {r["run_id"] for r in logged} == {summary["run_id"]}
         shown = lakehouse("validate", "--suite", "freshness").stdout
-        assert "done by the running `lakehouse run --continuous`, in its followers' process" in shown
+        assert "done by the running `lakehouse run --continuous`, between its followers' turns" in shown
         caught = json.loads(lakehouse("status", "--wait-caught-up", "120", "--json").stdout)
         assert {s["stream"] for s in caught if s["running"]} >= {"bronze_events", "gold_fraud_alerts"}
         assert [s["stream"] for s in caught if s["running"] and s["backlog"]] == []

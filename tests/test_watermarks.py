@@ -11,7 +11,8 @@ from decimal import Decimal
 import pytest
 from pyspark.sql import functions as F
 
-from runtime.runner import IDLE_ADVANCE, advance_idle_watermark, prepare, run_continuous, run_once
+from runtime.continuous import run_continuous
+from runtime.runner import IDLE_ADVANCE, advance_idle_watermark, prepare, run_once
 from tests.lines import event, land
 from warehouse.catalog import (
     GOLD_CORRECTIONS,

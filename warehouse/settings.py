@@ -222,8 +222,9 @@ class StreamSettings(Group):
     max_line_bytes: int = field(default=1_048_576, metadata=var("LAKEHOUSE_MAX_LINE_BYTES", POSITIVE_INT))
     #: Stream progress rows are appended to ops.stream_progress at most this often (and when a run ends).
     progress_flush_seconds: int = field(default=10, metadata=var("LAKEHOUSE_PROGRESS_FLUSH_SECONDS", POSITIVE_INT))
-    #: A continuous run's followers (fraud alerts, derived windows, the join, distinct URLs) run in a process of
-    #: their own at this CPU niceness (``nice``; 0: the same priority as the critical path's process).
+    #: A continuous run's followers (fraud alerts, derived windows, the join, distinct URLs) run in a thread of
+    #: their own at this added CPU niceness, with the JVM threads that do their work (``nice``; 0: the same
+    #: priority as the critical path's).
     followers_niceness: int = field(default=10, metadata=var("LAKEHOUSE_FOLLOWERS_NICENESS", NICENESS))
     #: A continuous run that starts with nothing waiting first carries a few generated lines through a scratch
     #: home (``runtime.warmup``), so its first real micro-batch finds Spark's plans compiled instead of paying
@@ -251,8 +252,8 @@ class SparkSettings(Group):
     master: str = field(default="local[*]", metadata=var("LAKEHOUSE_SPARK_MASTER", SPARK_MASTER))
     #: Where the driver listens and executors reach it: loopback unless the cluster spans hosts.
     driver_host: str = field(default="127.0.0.1", metadata=var("LAKEHOUSE_SPARK_DRIVER_HOST", HOST))
-    #: On a cluster, the cores one application takes at most, so a continuous run's two processes, a
-    #: reconcile and a Dagster run find cores beside each other (Spark's default is every core).
+    #: On a cluster, the cores one application takes at most, so a continuous run, a reconcile and a Dagster
+    #: run find cores beside each other (Spark's default is every core).
     cores_max: int = field(default=2, metadata=var("LAKEHOUSE_SPARK_CORES_MAX", POSITIVE_INT))
     executor_memory: str = field(default="1g", metadata=var("LAKEHOUSE_EXECUTOR_MEMORY", MEMORY))
     #: Extra options for each executor's JVM on a cluster, e.g. ``-XX:+UseParallelGC``.

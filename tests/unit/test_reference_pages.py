@@ -88,7 +88,7 @@ def test_settings_page_has_defaults_rules_and_comments(generated: dict[str, str]
     assert cells[1:4] == ["whole number", "`5` *(spec)*", "must be a positive whole number"]
     assert "| `LAKEHOUSE_JARS_DIR` | path | `<repo>/.cache/jars` |" in text
     # A ``#:`` comment above a field is its description.
-    assert "run in a process of their own at this CPU niceness" in section(text, "## Streams (`StreamSettings`)")
+    assert "run in a thread of their own at this added CPU niceness" in section(text, "## Streams (`StreamSettings`)")
     assert "`LAKEHOUSE_DAGSTER_PG_PASSWORD`" in section(text, "## Other variables")
 
 
