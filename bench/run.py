@@ -1,5 +1,6 @@
-"""``make bench``: time ``lakehouse run --once`` against a bare Structured Streaming job on the same files,
-and a full ``lakehouse validate`` of what the run built.
+"""``make bench``: time ``lakehouse run --once`` against bare Spark on the same files (a streaming job and a
+batch job that write the tumbling table alone, and ``bench.twin_tables``, which writes the same fourteen
+tables the plain way), and a full ``lakehouse validate`` of what the run built.
 
 All are timed as whole processes (wall clock, Spark start-up included), on the same landing files and
 the same files per micro-batch. The report gives lines processed, seconds and lines per second of each,
@@ -152,6 +153,13 @@ def main() -> None:
         floor_command += ["--out", str(floor_table), "--aggregate-only"]
         floor_seconds, _ = run_timed(floor_command, bare_env, root / "aggregate-only.log")
         floor = Timing(floor_seconds, lines / floor_seconds, *table_figures(floor_table))
+
+        print("timing bench.twin_tables (the fourteen tables, plain) ...", flush=True)
+        twin_out = bare_home / "twin_tables"
+        twin_command = [sys.executable, "-m", "bench.twin_tables", "--landing", str(landing), "--out", str(twin_out)]
+        twin_command += ["--files-per-trigger", str(args.files_per_trigger)]
+        twin_seconds, _ = run_timed(twin_command, bare_env, root / "twin-tables.log")
+        twin = Timing(twin_seconds, lines / twin_seconds, *table_figures(twin_out / "tables" / "user_spend_5m"))
         finished = True
     finally:
         if not finished:
@@ -172,6 +180,10 @@ def main() -> None:
     floor_verdict = "meets" if floor_ratio >= FLOOR_TARGET_RATIO else "BELOW"
     print(f"bare aggregate only    {floor.seconds:>10.1f} s  {floor.lines_per_second:>12,.0f} lines/s")
     print(f"ratio ours/aggregate   {floor_ratio:>10.2f} x  ({floor_verdict} the {FLOOR_TARGET_RATIO}x target)")
+    twin_ratio = ours.lines_per_second / twin.lines_per_second
+    twin_verdict = "meets" if twin_ratio >= TARGET_RATIO else "BELOW"
+    print(f"bare fourteen tables   {twin.seconds:>10.1f} s  {twin.lines_per_second:>12,.0f} lines/s")
+    print(f"ratio ours/fourteen    {twin_ratio:>10.2f} x  ({twin_verdict} the {TARGET_RATIO}x target)")
     print(f"lakehouse validate     {validate_seconds:>10.1f} s  (every suite passed)")
     suites = ", ".join(f"{s['suite']} {s['seconds']:.1f}s" for s in validation["suites"])
     print(f"  per suite            {suites}")
@@ -180,7 +192,8 @@ def main() -> None:
     )
     print(
         f"sanity: gold rows {ours.table_rows:,} (events {ours.table_event_count:,}); "
-        f"bare rows {bare.table_rows:,} (events {bare.table_event_count:,})"
+        f"bare rows {bare.table_rows:,} (events {bare.table_event_count:,}); "
+        f"fourteen-table twin rows {twin.table_rows:,} (events {twin.table_event_count:,})"
     )
     results = {
         "timestamp": stamp,
@@ -195,6 +208,8 @@ def main() -> None:
         "ratio_ours_over_bare": ratio,
         "aggregate_only": asdict(floor),
         "ratio_ours_over_aggregate_only": floor_ratio,
+        "twin_tables": asdict(twin),
+        "ratio_ours_over_twin_tables": twin_ratio,
         "aggregate_only_target_ratio": FLOOR_TARGET_RATIO,
         "target_ratio": TARGET_RATIO,
         "meets_target": ratio >= TARGET_RATIO,

@@ -57,9 +57,11 @@ ALERT_SCHEMA = StructType(
 STATE_SCHEMA = StructType([StructField("times", StringType()), StructField("amounts", StringType())])
 
 
-def events(spark: SparkSession, landing: Path) -> DataFrame:
-    """Valid events off the landing folder, first arrivals only (deduplicated within the watermark)."""
-    lines = spark.readStream.format("text").load(str(landing))
+def events(spark: SparkSession, landing: Path, files: int | None = None) -> DataFrame:
+    """Valid events off the landing folder, first arrivals only (deduplicated within the watermark);
+    ``files``: at most that many landing files per micro-batch."""
+    reader = spark.readStream.format("text")
+    lines = (reader.option("maxFilesPerTrigger", files) if files else reader).load(str(landing))
     parsed = lines.select(F.from_json("value", SCHEMA).alias("e")).select(
         "e.event_id", "e.user_id", event_time(F.col("e.event_time")).alias("event_time"), "e.amount",
         "e.event_type", "e.url", "e.order_id",
@@ -74,13 +76,21 @@ def sums(frame: DataFrame, *keys: object) -> DataFrame:
     )
 
 
-def merge_on(spark: SparkSession, path: Path, keys: list[str]) -> Callable[[DataFrame, int], None]:
-    """foreachBatch: upsert the batch's rows into the Delta table at ``path`` (created by the first batch)."""
+def merge_on(
+    spark: SparkSession, path: Path, keys: list[str], corrections: Path | None = None
+) -> Callable[[DataFrame, int], None]:
+    """foreachBatch: upsert the batch's rows into the Delta table at ``path`` (created by the first batch);
+    with ``corrections``, first append there each row the batch changes (its old and new figures)."""
 
     def merge(batch: DataFrame, _batch_id: int) -> None:
         if not DeltaTable.isDeltaTable(spark, str(path)):
             batch.write.format("delta").save(str(path))
             return
+        if corrections is not None:
+            old = spark.read.format("delta").load(str(path))
+            old = old.select(*keys, *(F.col(c).alias(f"old_{c}") for c in ("total_amount", "event_count")))
+            changed = batch.join(old, keys).where(F.col("old_event_count") != F.col("event_count"))
+            changed.write.format("delta").mode("append").save(str(corrections))
         condition = " AND ".join(f"t.{key} = s.{key}" for key in keys)
         DeltaTable.forPath(spark, str(path)).alias("t").merge(batch.alias("s"), condition).whenMatchedUpdateAll() \
             .whenNotMatchedInsertAll().execute()  # fmt: skip
@@ -121,20 +131,31 @@ def fraud(key: tuple[str], batches: Iterator[pd.DataFrame], state: GroupState) -
     yield pd.DataFrame(alerts, columns=[f.name for f in ALERT_SCHEMA.fields])
 
 
-def start_all(spark: SparkSession, landing: Path, out: Path, trigger: int) -> list:
-    """Start one query per output; each reads the landing folder on its own."""
+def start_all(
+    spark: SparkSession,
+    landing: Path,
+    out: Path,
+    trigger: int | None,
+    files: int | None = None,
+    corrections: bool = False,
+) -> list:
+    """Start one query per output; each reads the landing folder on its own (at most ``files`` files a
+    micro-batch), a micro-batch every ``trigger`` seconds, or with None what is there now (``availableNow``).
+    ``corrections``: the tumbling table's MERGE appends the windows it changes to ``corrections``."""
     tables, checkpoints = out / "tables", out / "checkpoints"
-    every = f"{trigger} seconds"
+    when = {"processingTime": f"{trigger} seconds"} if trigger else {"availableNow": True}
 
     def started(name: str, frame: DataFrame, mode: str, sink: Callable[[DataFrame, int], None] | None = None):
-        writer = frame.writeStream.queryName(f"twin_{name}").outputMode(mode).trigger(processingTime=every)
+        writer = frame.writeStream.queryName(f"twin_{name}").outputMode(mode).trigger(**when)
         writer = writer.option("checkpointLocation", str(checkpoints / name))
         if sink is not None:
             return writer.foreachBatch(sink).start()
         return writer.format("delta").start(str(tables / name))
 
     def fresh() -> DataFrame:
-        return events(spark, landing)
+        return events(spark, landing, files)
+
+    five_path = tables / "user_spend_5m"
 
     five = window_columns(sums(fresh(), F.window("event_time", "5 minutes"), "user_id"))
     hour = window_columns(sums(fresh(), F.window("event_time", "60 minutes", "5 minutes"), "user_id"))
@@ -174,7 +195,10 @@ def start_all(spark: SparkSession, landing: Path, out: Path, trigger: int) -> li
     ).drop("paid_order_id")
     return [
         started(
-            "user_spend_5m", five, "update", merge_on(spark, tables / "user_spend_5m", ["user_id", "window_start"])
+            "user_spend_5m",
+            five,
+            "update",
+            merge_on(spark, five_path, ["user_id", "window_start"], tables / "corrections" if corrections else None),
         ),
         started(
             "firings",
