@@ -45,6 +45,17 @@ def rows() -> list[tuple[str, str, str, str]]:
                     "meets" if floor >= 0.5 else "below",
                 )
             )
+        if "twin_tables" in run:
+            twin = run["ratio_ours_over_twin_tables"]
+            table.append(
+                (
+                    f"backlog: run --once on {run['events']:,} events vs the fourteen-table twin",
+                    f"{run['ours']['lines_per_second']:,.0f} vs {run['twin_tables']['lines_per_second']:,.0f} "
+                    f"lines/s = {twin:.2f}x",
+                    "≥ 0.8x",
+                    "meets" if twin >= 0.8 else "below",
+                )
+            )
         validate = run["ratio_validate_over_run"]
         table.append(
             ("lakehouse validate vs run --once", f"{validate:.2f}x", "≤ 0.5x", "meets" if validate <= 0.5 else "above")
@@ -211,10 +222,10 @@ def rows() -> list[tuple[str, str, str, str]]:
 
 
 def _twin_rows() -> list[tuple[str, str, str, str]]:
-    """Each bare-twin run of ``bench.freshness`` (``freshness-twin-*.json``): per output, twin/ours of landing →
+    """Each bare-twin run of ``bench.freshness`` (``freshness-twin*.json``): per output, twin/ours of landing →
     visible at p50 and p99 (issue 50: at least 1.0, as fresh as plain Spark or fresher), with the load."""
     table = []
-    for path in sorted(RESULTS.glob("freshness-twin-*.json")):
+    for path in sorted(RESULTS.glob("freshness-twin*.json")):
         run = json.loads(path.read_text())
         load = ", ".join(f"{value:.1f}" for value in run.get("load_average", []))
         for figures in run.get("twin_over_ours", []):
@@ -228,6 +239,17 @@ def _twin_rows() -> list[tuple[str, str, str, str]]:
                     f"ours {figures['ours_p50']} / {figures['ours_p99']} s)",
                     "≥ 1.0x",
                     "meets" if p50 is None or (p50 >= 1.0 and p99 >= 1.0) else "below",
+                )
+            )
+        for memory in run.get("memory_ours_over_twin", []):
+            peak, steady = memory["peak_ratio"], memory["steady_ratio"]
+            table.append(
+                (
+                    f"  ours/twin resident memory at {memory['rate']:,} events/s ({path.name}): peak / steady",
+                    f"{peak}x / {steady}x (ours {memory['ours_peak_mb']:,.0f} / {memory['ours_steady_mb']:,.0f} MB, "
+                    f"twin {memory['twin_peak_mb']:,.0f} / {memory['twin_steady_mb']:,.0f} MB)",
+                    "≤ 1.5x",
+                    "meets" if peak is not None and steady is not None and max(peak, steady) <= 1.5 else "above",
                 )
             )
     return table
