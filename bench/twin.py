@@ -22,6 +22,7 @@ It writes ``<out>/ready`` once every query has started.
 """
 
 import argparse
+import bisect
 import signal
 import threading
 from collections.abc import Callable, Iterator
@@ -114,13 +115,15 @@ def fraud(key: tuple[str], batches: Iterator[pd.DataFrame], state: GroupState) -
     for frame in batches:
         for row in frame.sort_values("event_time").itertuples():
             now, amount = pd.Timestamp(row.event_time), float(row.amount)
-            hour = [a for t, a in zip(times, amounts, strict=True) if now - pd.Timedelta(hours=1) <= t <= now]
+            # The purchases kept in event-time order: the hour before is a slice, not a scan of them all.
+            until = bisect.bisect_right(times, now)
+            hour = amounts[bisect.bisect_left(times, now - pd.Timedelta(hours=1)) : until]
             if hour and sum(hour) > 0 and amount >= 10 * sum(hour) / len(hour):
                 alerts.append((key[0], "large_amount", row.event_id, now, str(row.amount)))
-            if sum(1 for t in times if now - pd.Timedelta(seconds=60) <= t <= now) >= 2:
+            if until - bisect.bisect_left(times, now - pd.Timedelta(seconds=60)) >= 2:
                 alerts.append((key[0], "burst", row.event_id, now, str(row.amount)))
-            times.append(now)
-            amounts.append(amount)
+            times.insert(until, now)
+            amounts.insert(until, amount)
     newest = max(times) if times else None
     kept = [
         (t, a)
