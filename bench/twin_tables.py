@@ -32,12 +32,6 @@ from warehouse.settings import Settings
 
 #: The lakehouse's defaults: watermark delay and allowed lateness.
 DELAY, LATENESS = timedelta(minutes=2), timedelta(minutes=1)
-#: Its tables, by name: the fourteen of ``run --once`` with every output on.
-TABLES = (
-    "bronze_events", "silver_events", "silver_quarantine", "silver_duplicates", "silver_late_events",
-    "user_spend_5m", "corrections", "firings", "hopping", "sessions", "global", "fraud_alerts", "unique_urls",
-    "order_payments",
-)  # fmt: skip
 
 
 def start_bronze(spark: SparkSession, landing: Path, out: Path, files: int):

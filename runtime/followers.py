@@ -214,7 +214,7 @@ def serve(spark: SparkSession, tended: Sequence[Tended], handlers: Mapping[str, 
                 raise ValueError(f"this run does not take {request.get('kind')!r} requests")
             answer(path, handler(spark, views, request))
         except Exception as error:  # the asker says it in one line; this run goes on
-            answer(path, error=str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__)
+            answer(path, error=_first_line(error) or type(error).__name__)
     return bool(requests)
 
 
@@ -245,13 +245,12 @@ class Followers:
         self.reports = reports
 
     def _run(self, spark: SparkSession, niceness: int, job: Callable[[], dict[str, StageReport]]) -> None:
-        spark.sparkContext.setLocalProperty("spark.scheduler.pool", "followers")
-        lower_priority(spark, niceness)
         try:
+            spark.sparkContext.setLocalProperty("spark.scheduler.pool", "followers")
+            lower_priority(spark, niceness)
             self.reports = job()
         except BaseException as error:
-            first = str(error).strip().splitlines()[0] if str(error).strip() else ""
-            self.error = f"{type(error).__name__}: {first}"
+            self.error = f"{type(error).__name__}: {_first_line(error)}"
             self.log.parent.mkdir(parents=True, exist_ok=True)
             with self.log.open("a", encoding="utf-8") as log:
                 traceback.print_exc(file=log)
@@ -266,6 +265,11 @@ class Followers:
         """Stop the followers' queries (a batch cut off mid-way is re-run by the next start), and wait."""
         self._stop.set()
         self._thread.join(STOP_SECONDS)
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0] if text else ""
 
 
 def lower_priority(spark: SparkSession, niceness: int) -> None:
