@@ -23,7 +23,13 @@ UNIT = Path(__file__).parent / "unit"
 #: and off the quick tier. C1 alone also shrinks the code cache to 48 MB, which Spark's generated classes
 #: fill, hence 256 MB (decision 59). A user's JVMs keep the JVM's default unless they set the same.
 TEST_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=256m"
-os.environ.setdefault("LAKEHOUSE_JVM_OPTIONS", TEST_JVM_OPTIONS)
+#: The processes the tests start (CLI commands, Dagster runs, streams, the chaos run) evaluate Spark's
+#: expressions interpreted instead of compiling Java for each plan (Janino), which is most of a cold JVM's
+#: warm-up and none of what those tests are about (kills, restarts, locks, handovers): 17 % less CPU for
+#: tests/test_faults.py. This process's own session, where the golden comparisons of the event rules,
+#: windows, state and joins run, keeps generated code as a user's JVMs do (decision 73).
+INTERPRETED = "-Dspark.sql.codegen.wholeStage=false -Dspark.sql.codegen.factoryMode=NO_CODEGEN"
+os.environ.setdefault("LAKEHOUSE_JVM_OPTIONS", f"{TEST_JVM_OPTIONS} {INTERPRETED}")
 #: The tests of one pipeline's semantics run the first pipeline alone (each pipeline has its own home, streams,
 #: checkpoints and locks, so another one beside it changes none of them); tests/test_declared_pipelines.py runs
 #: every declared pipeline at once, as a user's home does by default.
@@ -64,7 +70,9 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
     os.environ.setdefault("LAKEHOUSE_DRIVER_MEMORY", "2g")
     from warehouse.session import spark_session
 
-    session = spark_session(Settings.from_env())
+    configured = Settings.from_env()
+    own = configured.spark.jvm_options.replace(INTERPRETED, "").strip()
+    session = spark_session(replace(configured, spark=replace(configured.spark, jvm_options=own)))
     yield session
     session.stop()
 
