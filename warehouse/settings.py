@@ -225,7 +225,7 @@ class StreamSettings(Group):
     #: A continuous run's followers (fraud alerts, derived windows, the join, distinct URLs) run in a thread of
     #: their own at this added CPU niceness, with the JVM threads that do their work (``nice``; 0: the same
     #: priority as the critical path's).
-    followers_niceness: int = field(default=10, metadata=var("LAKEHOUSE_FOLLOWERS_NICENESS", NICENESS))
+    followers_niceness: int = field(default=19, metadata=var("LAKEHOUSE_FOLLOWERS_NICENESS", NICENESS))
     #: A continuous run that starts with nothing waiting first carries a few generated lines through a scratch
     #: home (``runtime.warmup``), so its first real micro-batch finds Spark's plans compiled instead of paying
     #: a cold JVM's first batch (about three times a warm one's).
