@@ -51,6 +51,12 @@ def stage_lock(settings: Settings, stage: Stage, wait_seconds: float = 0.0):
     return hold_all(settings, stage.lock_names(settings), wait_seconds=wait_seconds, purpose=f"the {stage.name} stream")
 
 
+#: Read by Spark when a query starts (its session is cloned then): each start sets its stage's value.
+NO_DATA_BATCHES = "spark.sql.streaming.noDataMicroBatches.enabled"
+#: One start at a time in this process, so no start sees the value set for another stage's.
+_STARTING = threading.Lock()
+
+
 def start_stage(
     spark: SparkSession,
     settings: Settings,
@@ -86,14 +92,19 @@ def start_stage(
         if keep_running
         else {"availableNow": True}
     )
-    return (
-        stage.read(spark, settings)
-        .writeStream.queryName(query_name(settings, stage.name))
-        .option("checkpointLocation", str(checkpoint))
-        .foreachBatch(each_batch)
-        .trigger(**trigger)
-        .start()
-    )
+    with _STARTING:
+        spark.conf.set(NO_DATA_BATCHES, str(stage.settles or keep_running).lower())
+        try:
+            return (
+                stage.read(spark, settings)
+                .writeStream.queryName(query_name(settings, stage.name))
+                .option("checkpointLocation", str(checkpoint))
+                .foreachBatch(each_batch)
+                .trigger(**trigger)
+                .start()
+            )
+        finally:
+            spark.conf.unset(NO_DATA_BATCHES)
 
 
 def swap_marker(settings: Settings) -> Path:

@@ -82,6 +82,11 @@ class Stage:
     source: str = "landing"
     #: Whether its batches carry silver and the windows (a source stream's do): it locks their names too.
     carries: bool = False
+    #: Whether a run of it ends with Spark's no-data batch, which fires the timers and evicts the state the
+    #: run's last data batch moved the watermark past. A stage whose timers only evict state, and whose
+    #: verdicts bound their own spans of event time, leaves that to its next data batch: the same eviction
+    #: one run later, for the fixed cost of one batch less a run.
+    settles: bool = True
 
     def lock_names(self, settings: Settings) -> list[str]:
         """What a run of the stage locks: its own name, and those of the stages its batches carry."""
@@ -195,7 +200,15 @@ def keyed_stages(settings: Settings) -> list[Stage]:
     keyed = []
     if settings.keeps("fraud_alerts"):
         keyed.append(
-            Stage(FRAUD_STAGE, _keyed(FRAUD_STAGE, fraud_alerts), write_fraud_alerts, source=SILVER_EVENTS.name)
+            Stage(
+                FRAUD_STAGE,
+                _keyed(FRAUD_STAGE, fraud_alerts),
+                write_fraud_alerts,
+                source=SILVER_EVENTS.name,
+                # Its timers only evict minutes past the hour the rules look back (fraud_rules: every rule
+                # names its own span), so a run ends with its data: no alert waits for the eviction.
+                settles=False,
+            )
         )
     if settings.keeps("unique_urls"):
         keyed.append(
