@@ -3,8 +3,7 @@
 ``run --continuous`` runs the critical path (the source stream's query, carrying each landed line to the
 tumbling table, and the idle advance) in its main thread, and the followers (fraud alerts, the derived
 windows, the join, distinct URLs) in cycles here, in a thread of the same process and the same JVM, in Spark's
-scheduler pool ``followers``; the derived windows in a lane of their own, a second thread beside the cycle
-(``WindowsLane``). Each thread and the JVM thread that serves its calls take
+scheduler pool ``followers``. The thread and the JVM thread that serves its calls take
 ``LAKEHOUSE_FOLLOWERS_NICENESS`` more niceness, and every query thread that JVM thread starts inherits it
 (Linux keeps a niceness per thread): on shared cores the kernel gives the critical path's threads the CPU
 they ask for first. One JVM rather than a second one beside it (decision 44 until decision 72): one
@@ -12,14 +11,13 @@ warm-up, one heap, and the followers' code compiled once; measured, the follower
 critical path about a second slower at p50.
 
 Nothing about the tables changes: each follower is still a query with its own checkpoint, writing exactly
-once per batch; the followers' thread holds their stream locks. A follower's failure stops the run in one
+once per batch; the thread holds the followers' stream locks. A follower's failure stops the run in one
 line (its trace in ``logs/followers.log``); a stop (SIGINT, SIGTERM) stops the follower's query mid-batch,
 and the next start re-runs that batch, writing nothing twice.
 
 A run of several pipelines keeps this shape: the first pipeline's critical path in the main thread, and
 every other pipeline (its source stream, carrying its lines to its tumbling table, then its followers) in
-this thread's cycles, after the first's fraud alerts and before the first's other followers (its derived
-windows in the windows' lane, after the first's). One JVM,
+this thread's cycles, after the first's fraud alerts and before the first's other followers. One JVM,
 whatever the number of pipelines.
 """
 
@@ -28,7 +26,7 @@ import os
 import threading
 import time
 import traceback
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass
 from functools import partial
@@ -48,7 +46,6 @@ from runtime.runner import (
     has_new_input,
 )
 from runtime.stages import FRAUD_STAGE, Stage, stages
-from warehouse.catalog import OPS_WATERMARKS
 from warehouse.locks import hold_all
 from warehouse.settings import Settings
 
@@ -92,9 +89,6 @@ def follow(
         for pipeline in tended:
             held.enter_context(hold_all(pipeline.settings, pipeline.lock_names, purpose=purpose))
         held.enter_context(serving(settings, [pipeline.settings.spec.name for pipeline in tended]))
-        lane = held.enter_context(
-            WindowsLane.running(spark, settings, _lane_turns(tended), notices, on_change, reports)
-        )
         try:
             while not stop.is_set():
                 started = time.monotonic()
@@ -102,10 +96,8 @@ def follow(
                 for pipeline, stage in _turns(tended):
                     if stop.is_set():
                         break
-                    lane.raise_failure()
                     worked |= serve(spark, tended, served)
                     worked |= pipeline.turn(spark, stage, stop, notices)
-                lane.raise_failure()
                 worked |= serve(spark, tended, served)
                 for pipeline in tended[1:]:
                     worked |= pipeline.advance_idle(spark)
@@ -116,7 +108,6 @@ def follow(
                 if not worked:
                     stop.wait(max(0.0, settings.streams.trigger_interval_seconds - (time.monotonic() - started)))
         finally:
-            lane.stop()
             for pipeline in tended:
                 pipeline.tell_what_is_left()
             for recorder in recorders:
@@ -195,107 +186,20 @@ class Tended:
         return True
 
 
-def _in_lane(stage: Stage) -> bool:
-    """The derived windows' stream (it reads ``ops.watermarks``) takes its turns in the windows' lane."""
-    return stage.source == OPS_WATERMARKS.name
-
-
-def _lane_turns(tended: Sequence[Tended]) -> list[tuple[Tended, Stage]]:
-    """The windows' lane's cycle: each pipeline's derived windows, this pipeline's first."""
-    return [(pipeline, stage) for pipeline in tended for stage in pipeline.followers if _in_lane(stage)]
-
-
 def _turns(tended: Sequence[Tended]) -> list[tuple[Tended, Stage]]:
     """A cycle's order: the streams whose point is being early (the other pipelines' source streams, their
     critical paths, and this one's fraud alerts) take a turn before each other follower, so they wait for one
-    follower's batch at most, not for the whole cycle; the followers come in turn, this pipeline's first,
-    but for the derived windows, which have a lane of their own (``WindowsLane``).
+    follower's batch at most, not for the whole cycle; the followers come in turn, this pipeline's first.
     A turn with nothing new costs a look at files, no Spark job."""
     own, others = tended[0], tended[1:]
     early = [(pipeline, pipeline.source) for pipeline in others if pipeline.source is not None]
-    followers = [stage for stage in own.followers if not _in_lane(stage)]
+    followers = list(own.followers)
     if followers and followers[0].name == FRAUD_STAGE:
         early.append((own, followers.pop(0)))
-    rest = [(own, stage) for stage in followers]
-    rest += [(p, stage) for p in others for stage in p.followers if not _in_lane(stage)]
+    rest = [(own, stage) for stage in followers] + [(p, stage) for p in others for stage in p.followers]
     if not rest:
         return early
     return [turn for other in rest for turn in (*early, other)]
-
-
-class WindowsLane:
-    """The derived windows' turns, in a thread of their own beside the followers' cycle, at the same priority.
-
-    Their batch is a follower's longest (a roll-up, sessions and the global windows, each MERGEd): in the
-    cycle, the keyed followers and the join waited for it once a cycle, and it for all of them. Apart, each
-    side waits only for its own; the two share what CPU the critical path leaves. They share no table: the
-    derived windows' lock, which a reconcile served by the cycle also takes, keeps those two apart. A failure
-    here is raised in the cycle's thread at its next turn, and stops the run as any follower's does.
-    """
-
-    def __init__(
-        self,
-        spark: SparkSession,
-        settings: Settings,
-        turns: Sequence[tuple[Tended, Stage]],
-        notices: Notices,
-        on_change: Callable[[dict[str, StageReport]], None] | None,
-        reports: dict[str, StageReport],
-    ) -> None:
-        self.error: BaseException | None = None
-        self._stop = threading.Event()
-        self._args = (spark, settings, turns, notices, on_change, reports)
-        self._thread = threading.Thread(target=self._run, name="lakehouse-windows", daemon=True)
-
-    @classmethod
-    @contextlib.contextmanager
-    def running(cls, spark: SparkSession, settings: Settings, turns: Sequence[tuple[Tended, Stage]],
-                notices: Notices, on_change: Callable[[dict[str, StageReport]], None] | None,
-                reports: dict[str, StageReport]) -> "Iterator[WindowsLane]":  # fmt: skip
-        """The lane, running for the block when there are derived windows to tend; stopped (its running
-        query stopped mid-batch, re-run by the next start) and waited for at the block's end."""
-        lane = cls(spark, settings, turns, notices, on_change, reports)
-        if turns:
-            lane._thread.start()
-        try:
-            yield lane
-        finally:
-            lane.stop()
-
-    def stop(self) -> None:
-        """Stop the lane's running query (mid-batch: the next start re-runs it) and wait for the thread."""
-        self._stop.set()
-        if self._thread.is_alive():
-            self._thread.join(STOP_SECONDS)
-
-    def raise_failure(self) -> None:
-        """Raise the lane's failure, if it failed."""
-        if self.error is not None:
-            raise self.error
-
-    def _run(self) -> None:
-        spark, settings, turns, notices, on_change, reports = self._args
-        try:
-            spark.sparkContext.setLocalProperty("spark.scheduler.pool", "followers")
-            # This thread has the followers' thread's niceness (Linux: a new thread takes its creator's);
-            # the JVM thread serving its calls is new, at the JVM's: it takes this one's.
-            os.setpriority(
-                os.PRIO_PROCESS, _jvm_thread(spark), os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
-            )
-            while not self._stop.is_set():
-                started = time.monotonic()
-                worked = False
-                for pipeline, stage in turns:
-                    if self._stop.is_set():
-                        break
-                    worked |= pipeline.turn(spark, stage, self._stop, notices)
-                if worked and on_change:
-                    on_change(reports)
-                if not worked:
-                    interval = settings.streams.trigger_interval_seconds
-                    self._stop.wait(max(0.0, interval - (time.monotonic() - started)))
-        except BaseException as error:
-            self.error = error
 
 
 def serve(spark: SparkSession, tended: Sequence[Tended], handlers: Mapping[str, Handler]) -> bool:
@@ -371,11 +275,6 @@ def _first_line(error: BaseException) -> str:
 def lower_priority(spark: SparkSession, niceness: int) -> None:
     """Add ``niceness`` to this thread's and to the JVM thread serving its calls (Linux: niceness is a
     thread's); the query threads that JVM thread starts inherit it."""
-    for thread in (threading.get_native_id(), _jvm_thread(spark)):
-        os.setpriority(os.PRIO_PROCESS, thread, min(19, os.getpriority(os.PRIO_PROCESS, thread) + niceness))
-
-
-def _jvm_thread(spark: SparkSession) -> int:
-    """The Linux thread id of the JVM thread serving this Python thread's calls (Py4J pins one to each)."""
     path = spark.sparkContext._jvm.java.io.File("/proc/thread-self").getCanonicalPath()  # type: ignore[union-attr]
-    return int(path.rsplit("/", 1)[1])
+    for thread in (threading.get_native_id(), int(path.rsplit("/", 1)[1])):
+        os.setpriority(os.PRIO_PROCESS, thread, min(19, os.getpriority(os.PRIO_PROCESS, thread) + niceness))

@@ -1,14 +1,11 @@
 """The followers' cycle order in `run --continuous` (no JVM)."""
 
-import threading
-import time
-from collections.abc import Callable
 from dataclasses import replace
 
 import pytest
 
 from runtime.faults import retry_slow_start
-from runtime.followers import Tended, WindowsLane, _lane_turns, _turns
+from runtime.followers import Tended, _turns
 from warehouse.settings import Settings
 
 
@@ -16,39 +13,34 @@ def _names(*tended: Tended) -> list[str]:
     return [pipeline.report(stage).name for pipeline, stage in _turns(tended)]
 
 
-def _lane(*tended: Tended) -> list[str]:
-    return [pipeline.report(stage).name for pipeline, stage in _lane_turns(tended)]
-
-
-def test_fraud_alerts_take_a_turn_before_each_other_follower_and_the_derived_windows_have_a_lane() -> None:
-    purchases = Tended.of(Settings.from_env({}), "landing", own=True)
-    assert _names(purchases) == [
+def test_fraud_alerts_take_a_turn_before_each_other_follower() -> None:
+    assert _names(Tended.of(Settings.from_env({}), "landing", own=True)) == [
+        "gold_fraud_alerts", "gold_user_spend_5m_derived",
         "gold_fraud_alerts", "gold_order_payments",
         "gold_fraud_alerts", "gold_unique_urls",
     ]  # fmt: skip
-    assert _lane(purchases) == ["gold_user_spend_5m_derived"]
 
 
 def test_without_fraud_alerts_or_alone_the_order_is_the_pipelines() -> None:
     kept = Settings.from_env({"LAKEHOUSE_GOLD_OUTPUTS": "hopping,unique_urls"})
-    assert _names(Tended.of(kept, "landing", own=True)) == ["gold_unique_urls"]
-    assert _lane(Tended.of(kept, "landing", own=True)) == ["gold_user_spend_5m_derived"]
+    assert _names(Tended.of(kept, "landing", own=True)) == ["gold_user_spend_5m_derived", "gold_unique_urls"]
     alone = replace(kept, gold_outputs=frozenset({"fraud_alerts"}))
     assert _names(Tended.of(alone, "landing", own=True)) == ["gold_fraud_alerts"]
     none = replace(kept, gold_outputs=frozenset())
-    assert _names(Tended.of(none, "landing", own=True)) == _lane(Tended.of(none, "landing", own=True)) == []
+    assert _names(Tended.of(none, "landing", own=True)) == []
 
 
 def test_another_pipeline_runs_whole_its_source_stream_first_and_its_followers_last() -> None:
     """Another pipeline in the followers' process: its source stream (its critical path) takes a turn before
-    each follower, as fraud alerts do, and its followers come after the parent pipeline's, its derived
-    windows in the lane after the parent's; it locks every stream of its own, the parent's pipeline only its
-    followers."""
+    each follower, as fraud alerts do, and its followers come after the parent pipeline's; it locks every
+    stream of its own, the parent's pipeline only its followers."""
     root = Settings.from_env({"LAKEHOUSE_PIPELINES": "all", "LAKEHOUSE_GOLD_OUTPUTS": "fraud_alerts,hopping"})
     purchases, readings = root.pipelines()
     own, other = Tended.of(purchases, "landing", own=True), Tended.of(readings, "kafka", own=False)
-    assert _names(own, other) == ["readings:bronze_events_kafka", "gold_fraud_alerts"]
-    assert _lane(own, other) == ["gold_user_spend_5m_derived", "readings:gold_readings_1m_derived"]
+    assert _names(own, other) == [
+        "readings:bronze_events_kafka", "gold_fraud_alerts", "gold_user_spend_5m_derived",
+        "readings:bronze_events_kafka", "gold_fraud_alerts", "readings:gold_readings_1m_derived",
+    ]  # fmt: skip
     assert "bronze_events" not in own.lock_names and "gold_fraud_alerts" in own.lock_names
     assert {"bronze_events_kafka", "silver_events", "gold_readings_1m_derived"} <= set(other.lock_names)
 
@@ -80,61 +72,3 @@ def test_a_query_whose_python_worker_was_slow_to_connect_is_started_again_and_ot
     failures[:] = [ValueError("a real fault")]
     with pytest.raises(ValueError, match="a real fault"):
         retry_slow_start(drain, "gold_fraud_alerts", pauses.append)
-
-
-class _Spark:
-    """What the windows' lane asks of a session outside its turns: a pool property and its JVM thread's id
-    (here the lane's own thread, whose niceness it then sets to its own)."""
-
-    def __init__(self) -> None:
-        self.sparkContext = self
-        self._jvm = self
-        self.java = self.io = self
-        self.pools: list[str] = []
-
-    def setLocalProperty(self, key: str, value: str) -> None:
-        self.pools.append(value)
-
-    def File(self, path: str) -> "_Spark":
-        return self
-
-    def getCanonicalPath(self) -> str:
-        return f"/proc/1/task/{threading.get_native_id()}"
-
-
-class _Derived:
-    def __init__(self, failure: Exception | None = None) -> None:
-        self.turns = 0
-        self.failure = failure
-
-    def turn(self, spark: object, stage: object, stop: threading.Event, notices: object) -> bool:
-        self.turns += 1
-        if self.failure is not None:
-            raise self.failure
-        return True
-
-
-def _until(done: Callable[[], bool]) -> None:
-    deadline = time.monotonic() + 10
-    while not done() and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert done()
-
-
-def test_the_windows_lane_takes_turns_until_stopped_and_its_failure_is_raised_in_the_cycle() -> None:
-    settings, spark = Settings.from_env({}), _Spark()
-    working = _Derived()
-    with WindowsLane.running(spark, settings, [(working, "derived")], None, None, {}) as lane:  # type: ignore[arg-type]
-        _until(lambda: working.turns >= 3)
-        lane.raise_failure()  # nothing failed
-    assert not lane._thread.is_alive() and spark.pools == ["followers"]
-    taken = working.turns
-    time.sleep(0.1)
-    assert working.turns == taken
-
-    broken = _Derived(ValueError("the derived windows broke"))
-    with WindowsLane.running(spark, settings, [(broken, "derived")], None, None, {}) as lane:  # type: ignore[arg-type]
-        _until(lambda: lane.error is not None)
-        with pytest.raises(ValueError, match="the derived windows broke"):
-            lane.raise_failure()
-    assert broken.turns == 1
