@@ -186,7 +186,7 @@ def test_fraud_alerts_are_the_hand_computed_ones_in_one_batch_or_split_across_ru
     assert arrow.num_rows == len(EXPECTED_ALERTS) and arrow.column_names == GOLD_FRAUD_ALERTS.column_names
 
     # The same lines in three runs (each after the watermark the one before left: nothing is late).
-    # State carries across batches, and the 1-hour eviction timers fire in between.
+    # State carries across batches; the 1-hour eviction timers a run's watermark passed fire in the next run.
     split = replace(settings, home=tmp_path / "split")
     split.ensure_home()
     for n, (start, end) in enumerate([(0, 7), (7, 12), (12, len(FRAUD_LINES))]):
