@@ -286,6 +286,11 @@ def print_replay(
     if result.kafka_offsets:
         ranges = ", ".join(f"{p}: {a:,}..{b - 1:,}" for p, (a, b) in sorted(result.kafka_offsets.items()))
         console.print(f"re-read topic {topic} (partition: offsets) {ranges}", highlight=False)
+    if result.finished:
+        tables = ", ".join(names.get(name, name) for name in result.finished)
+        console.print(
+            f"finished first the swap of {tables}, which a replay that died mid-swap left half done", highlight=False
+        )
     for stream, batch in sorted(result.settled.items()):
         console.print(
             f"{stream}: batch {batch}, cut off after its bronze commit, recorded as done (its lines were rebuilt)",

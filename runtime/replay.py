@@ -14,8 +14,9 @@
 A source stream's batch a crash cut off after its bronze commit is recorded as done first: the rebuild
 classifies its lines from bronze, so its re-run must not carry them into silver again.
 
-A marker file spans the swap; while it exists every stream refuses to start, and a new replay (which
-derives everything from bronze again) completes the job.
+A marker file spans the swap; while it exists every stream refuses to start, and a new replay completes the
+job: it first finishes what the dead one left half done (``runtime.replay_swap``), then derives everything from
+bronze again.
 
 With ``source="kafka"`` bronze's rows of the configured topic are rebuilt first (a Kappa rebuild from the
 log): the Kafka stream re-reads the topic from its earliest retained offsets on a fresh checkpoint into a
@@ -54,51 +55,40 @@ from runtime.checkpoints import (
     record_finished,
     starting_version_file,
     uncommitted_batch,
-    windows_stage_name,
     writer_id,
 )
 from runtime.progress import StageReport
+from runtime.replay_swap import (
+    finish_source_swap,
+    finish_window_swaps,
+    overwrite,
+    replay_app_id,
+    staging_home,
+    swap_tables,
+)
 from runtime.runner import flush_progress, prepare, run_stage_once, swap_marker
 from runtime.sources.kafka import pinned_topic_id, retention_gaps
 from runtime.sources.kafka_client import topic_id
 from runtime.stages import SOURCES, keyed_stages, reconcile_stage, source_stage, stage_named, stages
-from transforms.gold.corrections import consumption_metadata, correction_rows
-from transforms.gold.measures import coalesced, value_names, visible_differ
-from transforms.gold.propagate import GoldChange, firings
-from transforms.gold.watermarks import latest_watermark
 from warehouse.catalog import (
     BRONZE_EVENTS,
-    GOLD_FRAUD_ALERTS,
-    GOLD_UNIQUE_URLS,
     OPS_STREAM_PROGRESS,
     OPS_WATERMARKS,
     ORDER_PAYMENTS,
-    SILVER_DUPLICATES,
-    SILVER_QUARANTINE,
     Table,
-    corrections_log,
     events_table,
-    global_table,
-    hopping_table,
     late_table,
-    sessions_table,
-    tumbling_table,
 )
 from warehouse.delta import (
-    append_once,
     committed_version,
     is_delta_table,
     latest_version,
-    overwrite_once,
     read_table,
     side_by_side,
-    transaction_id,
-    transaction_version,
 )
 from warehouse.locks import DERIVED_LOCK, GOLD_LOCK, hold_all
 from warehouse.settings import Settings
-from warehouse.shapes import Shape
-from warehouse.storage import location_of, move_tree, names, open_delta, remove_tree, write_atomically
+from warehouse.storage import move_tree, names, open_delta, remove_tree, write_atomically
 from warehouse.tables import ensure_tables
 
 
@@ -115,6 +105,8 @@ class ReplayReport:
     kafka_offsets: dict[int, tuple[int, int]] = field(default_factory=dict)
     #: Source batches a crash had cut off after their bronze commit, recorded as done (stream → batch).
     settled: dict[str, int] = field(default_factory=dict)
+    #: Window tables a replay that died mid-swap had logged the changes of but not swapped in, finished first.
+    finished: list[str] = field(default_factory=list)
 
 
 #: Where a replay rebuilds from: bronze as it is, or the Kafka topic (then bronze's Kafka rows first).
@@ -157,11 +149,10 @@ def run_replay(
     prepare(spark, settings, allow_interrupted_swap=True, rebuilt=rebuilt, accept_rebuild=accept_rebuild)
     names = [*live.names, KAFKA_STAGE, reconcile_stage(settings).name, GOLD_LOCK, DERIVED_LOCK]
     with hold_all(settings, names, purpose="a replay"):
-        _finish_source_swap(spark, settings)
+        finish_source_swap(spark, settings)
+        report.finished = finish_window_swaps(spark, settings)
         report.settled = _settle_cut_off_batches(settings)
-        # The staging streams read the live bronze: same Delta table (same id), so the staging silver
-        # checkpoint stays valid once it replaces the live one.
-        staging = replace(settings.under("replay", stamp), links=((BRONZE_EVENTS.name, BRONZE_EVENTS.path(settings)),))
+        staging = staging_home(settings, stamp)
         staging.ensure_home()
         if source in SOURCES:
             _rebuild_source_bronze(spark, settings, staging, report, listener, source)
@@ -172,7 +163,7 @@ def run_replay(
 
         marker = swap_marker(settings)
         marker.write_text(json.dumps({"stamp": stamp}))
-        _swap_tables(spark, settings, staging, report)
+        report.gold_keys_changed = swap_tables(spark, settings, staging, stamp, report.rows_swapped)
         _reset_checkpoints(spark, settings, staging)
         _rebuild_order_payments(spark, settings, staging, report, listener)
         marker.unlink()
@@ -269,7 +260,7 @@ def _rebuild_source_bronze(
             }
         )
     )
-    _finish_source_swap(spark, settings)
+    finish_source_swap(spark, settings)
     report.rows_swapped[swapped] = int(report.streams[-1].figures.get("rows_written", 0))
 
 
@@ -328,196 +319,6 @@ def _rebuild_in_staging(
     flush_progress(spark, staging, [pipeline.silver, pipeline.windows, *followers, reconcile_stage(staging)])
 
 
-def _finish_source_swap(spark: SparkSession, settings: Settings) -> None:
-    """Carry out (or finish, after a crash) the source half of a replay the swap marker names: the staging
-    bronze replaces the live rows of its source in one commit (a transaction id makes a second attempt a
-    no-op), then the staging checkpoint replaces the live source stream's (renames, each atomic)."""
-    marker = swap_marker(settings)
-    if not marker.exists():
-        return
-    plan = json.loads(marker.read_text())
-    if "kafka_checkpoint" in plan:  # a marker an older version left mid-swap
-        where = f"source = 'kafka' AND kafka_topic = '{plan['kafka_topic']}'"
-        plan = {**plan, "source_bronze": plan["kafka_bronze"], "source_checkpoint": plan["kafka_checkpoint"]}
-        plan |= {"source_stream": KAFKA_STAGE, "source_rows": where}
-    if "source_checkpoint" not in plan:
-        return
-    staged_checkpoint = location_of(settings, plan["source_checkpoint"])
-    if not staged_checkpoint.exists():
-        return  # moved in already
-    stream = plan["source_stream"]
-    app_id = f"lakehouse:replay:{plan['stamp']}:{stream}"
-    if transaction_version(settings, BRONZE_EVENTS, app_id) is None:
-        content = spark.read.format("delta").load(plan["source_bronze"]).select(*BRONZE_EVENTS.column_names)
-        with transaction_id(spark, app_id, 0):
-            (
-                content.write.format("delta")
-                .mode("overwrite")
-                .option("replaceWhere", plan["source_rows"])
-                .save(str(BRONZE_EVENTS.path(settings)))
-            )
-    live = settings.checkpoints_dir / stream
-    if live.exists():
-        retired = settings.under("replay", plan["stamp"]).data_root() / "retired-checkpoints"
-        move_tree(live, retired / stream)
-    move_tree(staged_checkpoint, live)
-
-
-def _overwrite(
-    spark: SparkSession, content: DataFrame, settings: Settings, table: Table, app_id: str, metadata: dict | None = None
-) -> tuple[int, int]:
-    """Replace the live table's rows with ``content`` in one commit; returns the commit's version and the rows
-    it wrote (counted as they were committed: no second pass over ``content``)."""
-    written = overwrite_once(content, settings, table, app_id, metadata)
-    version = latest_version(table.path(settings) / "_delta_log")
-    return version, written if written is not None else read_table(spark, settings, table).count()
-
-
-def _swap_tables(spark: SparkSession, settings: Settings, staging: Settings, report: ReplayReport) -> None:
-    app_id = f"lakehouse:replay:{report.stamp}"
-    silver = events_table(settings)
-    for table in (silver, SILVER_QUARANTINE, SILVER_DUPLICATES, late_table(settings), OPS_WATERMARKS):
-        content = read_table(spark, staging, table)
-        version, report.rows_swapped[table.name] = _overwrite(spark, content, settings, table, app_id)
-        if table is silver:
-            silver_version = version
-    gold = tumbling_table(settings)
-    _swap_windows(spark, settings, staging, report, gold, app_id, consumption_metadata(app_id, 0, silver_version))
-    # Gold outputs the home leaves out (LAKEHOUSE_GOLD_OUTPUTS) were not rebuilt: they are left as they are.
-    if settings.keeps("hopping"):
-        _swap_windows(spark, settings, staging, report, hopping_table(settings), f"{app_id}:hops")
-    if settings.keeps("sessions"):
-        _swap_windows(spark, settings, staging, report, sessions_table(settings), f"{app_id}:sessions")
-    if settings.keeps("global"):
-        # Global windows hold running values (no revisions or corrections): the rebuild's replace them.
-        global_windows = global_table(settings)
-        content = read_table(spark, staging, global_windows)
-        _, report.rows_swapped[global_windows.name] = _overwrite(
-            spark, content, settings, global_windows, f"{app_id}:global"
-        )
-    _swap_keyed(spark, settings, staging, report, app_id)
-
-
-def _swap_keyed(spark: SparkSession, settings: Settings, staging: Settings, report: ReplayReport, app_id: str) -> None:
-    """Swap in the keyed streams' tables the home keeps. A row the rebuild agrees with keeps its processing
-    time (``updated_at``, ``detected_at``), so a replay that changes nothing shows no change to readers."""
-    swaps = []
-    if settings.keeps("unique_urls"):
-        swaps.append((GOLD_UNIQUE_URLS, _agreeing_counts(spark, settings, staging)))
-    if settings.keeps("fraud_alerts"):
-        live_alerts = read_table(spark, settings, GOLD_FRAUD_ALERTS).select(
-            "alert_id", F.col("detected_at").alias("live_detected_at")
-        )
-        alerts = read_table(spark, staging, GOLD_FRAUD_ALERTS).join(live_alerts, "alert_id", "left")
-        swaps.append(
-            (GOLD_FRAUD_ALERTS, alerts.withColumn("detected_at", F.coalesce("live_detected_at", "detected_at")))
-        )
-    for table, content in swaps:
-        content = content.select(*table.column_names).localCheckpoint(eager=True)
-        _, report.rows_swapped[table.name] = _overwrite(spark, content, settings, table, app_id)
-
-
-def _agreeing_counts(spark: SparkSession, settings: Settings, staging: Settings) -> DataFrame:
-    live_counts = read_table(spark, settings, GOLD_UNIQUE_URLS).select(
-        "user_id",
-        "unique_urls",
-        "window_end",
-        "urls_in_state",
-        F.col("updated_at").alias("live_updated_at"),
-    )
-    counts = read_table(spark, staging, GOLD_UNIQUE_URLS).join(
-        live_counts, ["user_id", "unique_urls", "window_end", "urls_in_state"], "left"
-    )
-    return counts.withColumn("updated_at", F.coalesce("live_updated_at", "updated_at"))
-
-
-def _swap_windows(
-    spark: SparkSession,
-    settings: Settings,
-    staging: Settings,
-    report: ReplayReport,
-    gold: Table,
-    app_id: str,
-    metadata: dict | None = None,
-) -> None:
-    """Swap one window table in, keeping each key's revision history (changed keys: revision + 1 and a
-    ``replay`` correction). Session tables are read with their bounds as window_start and window_end."""
-    now = datetime.now(UTC)
-    shape = Shape.of(settings.spec)
-    key = [*shape.key_names, "window_start"]
-    values = value_names(shape)
-    sessions = {"session_start": "window_start", "session_end": "window_end"}
-    is_sessions = "session_start" in gold.column_names
-
-    def read(home: Settings) -> DataFrame:
-        rows = read_table(spark, home, gold)
-        return rows.withColumnsRenamed(sessions) if is_sessions else rows
-
-    live = read(settings).select(
-        *key,
-        F.col("window_end").alias("old_window_end"),
-        *(F.col(name).alias(f"old_{name}") for name in values),
-        F.col("revision").alias("old_revision"),
-        F.col("is_final").alias("old_is_final"),
-        F.col("updated_at").alias("old_updated_at"),
-    )
-    rebuilt = read(staging).withColumns({f"new_{name}": F.col(name) for name in values})
-    joined = rebuilt.join(live, key, "full_outer")
-    differs = (
-        F.col("old_revision").isNull()
-        | F.col("revision").isNull()
-        | visible_differ(shape, "old_", "new_")
-        | (F.col("is_final") != F.col("old_is_final"))
-    )
-    joined = joined.withColumn("changed", differs)
-    joined.persist()
-    try:
-        changes = joined.where("changed").select(
-            *key,
-            F.coalesce("window_end", "old_window_end").alias("window_end"),
-            *coalesced(shape, "old_"),
-            *coalesced(shape, "new_"),
-            F.coalesce("old_is_final", F.lit(False)).alias("old_is_final"),
-            F.coalesce("is_final", F.lit(False)).alias("new_is_final"),
-            (F.coalesce("old_revision", F.lit(0)) + 1).cast("int").alias("revision"),
-            F.lit("replay").alias("cause"),
-            F.lit(now).cast("timestamp").alias("updated_at"),
-            F.lit(None).cast("long").alias("gold_batch"),
-        )
-        corrections = correction_rows(changes, gold, shape)
-        changed = corrections.count()
-        report.gold_keys_changed += changed
-        if changed:
-            append_once(corrections, settings, corrections_log(settings), app_id, 0)
-            if gold.name == tumbling_table(settings).name:
-                # A replay's changes reach consumers as late firings (the firings log itself is history); the
-                # other derived tables are rebuilt by the replay itself.
-                watermark = latest_watermark(spark, staging, windows_stage_name(settings))
-                change = GoldChange(watermark, watermark, now, app_id, 0, "replay", changed=corrections)
-                for rows, table in firings(spark, settings, change):
-                    append_once(rows, settings, table, app_id, 0)
-        # A key keeps its revision and time when the rebuild agrees with it, so readers see no change.
-        content = joined.where(F.col("revision").isNotNull()).select(
-            *key,
-            "window_end",
-            *(["last_event_time"] if is_sessions else []),
-            *values,
-            F.when(F.col("changed"), F.coalesce("old_revision", F.lit(0)) + 1)
-            .otherwise(F.col("old_revision"))
-            .cast("int")
-            .alias("revision"),
-            "is_final",
-            F.when(F.col("changed"), F.lit(now).cast("timestamp"))
-            .otherwise(F.col("old_updated_at"))
-            .alias("updated_at"),
-        )
-        if is_sessions:
-            content = content.withColumnsRenamed({new: old for old, new in sessions.items()})
-        _, report.rows_swapped[gold.name] = _overwrite(spark, content, settings, gold, app_id, metadata)
-    finally:
-        joined.unpersist()
-
-
 #: Stateful streams rebuilt after the swap rather than in staging: a checkpoint's Delta offsets name the
 #: table they read (its id), so one built over the staging silver could not go on reading the live silver;
 #: starting after the swap commit instead (as gold does) would lose the state it had built.
@@ -548,8 +349,8 @@ def _rebuild_order_payments(
     ensure_tables(spark, rebuilt, [ORDER_PAYMENTS])
     report.streams.append(run_stage_once(spark, rebuilt, stage_named(rebuilt, ORDER_PAYMENTS_STAGE), listener))
     content = read_table(spark, rebuilt, ORDER_PAYMENTS)
-    app_id = f"lakehouse:replay:{report.stamp}:order_payments"
-    _, report.rows_swapped[ORDER_PAYMENTS.name] = _overwrite(spark, content, settings, ORDER_PAYMENTS, app_id)
+    app_id = f"{replay_app_id(report.stamp)}:order_payments"
+    _, report.rows_swapped[ORDER_PAYMENTS.name] = overwrite(spark, content, settings, ORDER_PAYMENTS, app_id)
     live = settings.checkpoints_dir / ORDER_PAYMENTS_STAGE
     if live.exists():
         move_tree(live, staging.data_root() / "retired-checkpoints" / ORDER_PAYMENTS_STAGE)

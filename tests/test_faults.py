@@ -12,24 +12,29 @@ from decimal import Decimal
 from pathlib import Path
 
 import pytest
+from pyspark.sql import functions as F
 
 import runtime.carry
+import runtime.replay_swap
 import runtime.stages
 from devtools.synthetic import StreamSpec, generate_lines
 from expectations.suites import conservation_suite
 from runtime.checkpoints import LANDING_STAGE, checkpoint_dir, uncommitted_batch
 from runtime.faults import Fault
 from runtime.replay import run_replay
-from runtime.runner import run_once, run_reconcile
-from tests.lines import land
-from tests.reference import landing_lines, window_totals
+from runtime.runner import run_once, run_reconcile, swap_marker
+from tests.lines import HOURS_LATER, SEEDS_EXAMPLE, TOO_LATE, land
+from tests.reference import broken_correction_chains, landing_lines, window_totals
 from tests.servers import LAKEHOUSE
 from warehouse.catalog import (
     BRONZE_EVENTS,
+    GOLD_CORRECTIONS,
     SILVER_DUPLICATES,
     SILVER_EVENTS,
     SILVER_LATE_EVENTS,
     SILVER_QUARANTINE,
+    firings_table,
+    hopping_table,
     kept_tables,
     tumbling_table,
 )
@@ -121,6 +126,63 @@ def test_a_replay_after_a_source_batch_was_cut_off_past_its_bronze_commit_counts
     assert classified == len(landing_lines(settings.landing_dir))
     conservation = conservation_suite(spark, settings)
     assert conservation.outcomes and not conservation.failed, conservation.failed
+
+
+@pytest.mark.gold_outputs("firings", "hopping")
+def test_a_replay_that_died_between_logging_golds_changes_and_swapping_gold_in_is_finished_by_the_next(
+    spark, settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The replay dies after logging a changed window's correction (and its firing) and before swapping the
+    tumbling table in (found by the chaos run). The next replay finishes that swap from the dead one's staging
+    under its transaction id before rebuilding: the change is logged once, the log chains revision by
+    revision, and the dead replay's staging is gone."""
+    land(settings, "first.jsonl", SEEDS_EXAMPLE)
+    run_once(spark, settings)
+    land(settings, "later.jsonl", [HOURS_LATER])
+    run_once(spark, settings)
+    land(settings, "too-late.jsonl", [TOO_LATE])  # only a reconcile or a replay folds it into A's 10:00
+    run_once(spark, settings)
+    gold = tumbling_table(settings)
+    swap = runtime.replay_swap.overwrite
+
+    def dies_at_gold(spark_, content, settings_, table, *args: object) -> tuple[int, int]:
+        if table.name == gold.name:
+            raise RuntimeError("the process died here")
+        return swap(spark_, content, settings_, table, *args)
+
+    monkeypatch.setattr(runtime.replay_swap, "overwrite", dies_at_gold)
+    with pytest.raises(RuntimeError, match="the process died here"):
+        run_replay(spark, settings)
+    monkeypatch.undo()
+
+    def logged() -> list[dict]:
+        return [r.asDict() for r in read_table(spark, settings, GOLD_CORRECTIONS).collect()]
+
+    def by_replay() -> list[tuple]:
+        rows = [r for r in logged() if r["cause"] == "replay" and r["table_name"] == gold.name]
+        return [(r["user_id"], r["old_total_amount"], r["new_total_amount"], r["revision"]) for r in rows]
+
+    (dead,) = by_replay()  # the dead replay logged A's 10:00 window, 7 -> 8, and died
+    assert dead[:3] == ("A", Decimal("7.00"), Decimal("8.00"))
+    assert swap_marker(settings).exists()
+
+    report = run_replay(spark, settings)
+    assert report.finished == [gold.name]
+    # The 12 hours covering A's 10:00 (09:05 ... 10:00), which the dead replay had not reached; the tumbling
+    # table's rebuild agrees with the swap it finished.
+    assert report.gold_keys_changed == 12
+    assert by_replay() == [dead]
+    rows = [r.asDict() for r in read_table(spark, settings, gold).collect()]
+    assert broken_correction_chains(logged(), rows, gold.name) == []
+    hours = [r.asDict() for r in read_table(spark, settings, hopping_table(settings)).collect()]
+    assert broken_correction_chains(logged(), hours, hopping_table(settings).name) == []
+    a_1000 = next(r for r in rows if (r["user_id"], r["window_start"].strftime("%H:%M")) == ("A", "10:00"))
+    assert (a_1000["total_amount"], a_1000["revision"]) == (Decimal("8.00"), dead[3])
+    firings = read_table(spark, settings, firings_table(settings)).where(F.col("user_id") == "A").collect()
+    assert sorted(f.total_amount for f in firings if f.revision == dead[3]) == [Decimal("8.00")]
+    assert not swap_marker(settings).exists()
+    assert [p.name for p in (settings.home / "replay").iterdir()] == []
+    _assert_exact(spark, settings)
 
 
 @pytest.mark.parametrize("damage", ["truncated offset entry", "ledger without its writer"])
