@@ -13,7 +13,7 @@ the alerts by rule, and the hottest user's purchases.
     .venv/bin/python -m bench.skew                                # 1,000,000 events, 10,000 users, 0 and 1.1
     .venv/bin/python -m bench.skew --events 100000 --skews 1.1    # one smaller case
 
-The processors are this checkout's ``transforms/keyed_state.py`` (Spark's Python workers import it); to time
+The processors are this checkout's ``transforms/keyed_processors.py`` (Spark's Python workers import it); to time
 another version, run the module from a copy of the tree with that file, ``PYTHONPATH`` set to the copy.
 Figures go to ``bench/results/skew.json``.
 """

@@ -12,7 +12,7 @@ from deltalake import DeltaTable
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-import transforms.keyed_state
+import transforms.keyed_processors
 from runtime import checkpoints
 from runtime.checkpoints import FRAUD_STAGE, LANDING_STAGE, SILVER_STAGE, UNIQUE_URLS_STAGE
 from runtime.replay import run_replay
@@ -75,7 +75,7 @@ def counts(spark: SparkSession, settings: Settings) -> dict[str, tuple]:
 
 def test_distinct_urls_per_user_expire_24_hours_after_the_last_click(spark, settings) -> None:
     # The processors run in Spark's Python workers, which import this module: it must be this checkout's.
-    assert Path(transforms.keyed_state.__file__).resolve().is_relative_to(Path(__file__).resolve().parents[1])
+    assert Path(transforms.keyed_processors.__file__).resolve().is_relative_to(Path(__file__).resolve().parents[1])
     land(
         settings,
         "day1.jsonl",

@@ -1,4 +1,4 @@
-"""The keyed-state rules of ``transforms/keyed_state.py`` without Spark: fraud alerts and distinct URLs.
+"""The keyed-state rules of ``transforms/keyed_processors.py`` without Spark: fraud alerts and distinct URLs.
 
 The rules (module docstring, docs/decisions.md 34):
 
@@ -44,7 +44,7 @@ from transforms.fraud_rules import (
     minute_of,
     minutes_to_read,
 )
-from transforms.keyed_state import (
+from transforms.keyed_processors import (
     EVICTION_STEP,
     URL_HORIZON,
     DistinctUrlCounter,

@@ -4,6 +4,7 @@ takes another's private name. ``bench`` keeps the same rules: it drives the CLI 
 processes, over HTTP) and takes from the tests only their independent helpers (the reference, the UI's)."""
 
 import ast
+import sys
 from pathlib import Path
 
 import pytest
@@ -147,3 +148,27 @@ def test_the_rules_see_every_package() -> None:
     """Guards the test itself: a package renamed away would otherwise pass every rule by having no modules."""
     assert {m.split(".")[0] for m in MODULES} == set(PACKAGES)
     assert "runtime.checkpoints" in MODULES and "transforms.gold.propagate" in MODULES and "bench.chaos" in MODULES
+
+
+#: Modules Spark's Python processes import by name (the stateful processors), with the project's modules they
+#: may import: every keyed run pays on the driver for what they import (decision 76).
+WORKER_MODULES = {"transforms.keyed_processors": {"transforms.fraud_rules"}}
+
+
+@pytest.mark.parametrize("module", sorted(WORKER_MODULES))
+def test_what_sparks_python_processes_import_stays_lean(module: str) -> None:
+    """Followed through the project's modules: only the listed ones, Python's own modules and PySpark."""
+    reached, third_party, waiting = set(), set(), [module]
+    while waiting:
+        name = waiting.pop()
+        if name in reached:
+            continue
+        reached.add(name)
+        for imported in imports_of(MODULES[name]):
+            top = imported.split(".")[0]
+            if imported in MODULES:
+                waiting.append(imported)
+            elif top not in PACKAGES and top not in sys.stdlib_module_names:
+                third_party.add(top)
+    assert reached - {module} <= WORKER_MODULES[module], f"{module} reaches {sorted(reached - {module})}"
+    assert third_party <= {"pyspark"}, f"{module} imports {sorted(third_party)}"
