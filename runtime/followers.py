@@ -154,7 +154,9 @@ class Tended:
                 raise
             notices.broker(self.settings, error)
             return False
-        drain = partial(drain_stage, spark, self.settings, stage, self.report(stage), stop)
+        # The next cycle runs the stage again as soon as it has new input, and that run's first batch fires
+        # the timers the watermark passed: no run here ends with a no-data batch (decision 77).
+        drain = partial(drain_stage, spark, self.settings, stage, self.report(stage), stop, settle=False)
         try:
             retry_slow_start(drain, self.report(stage).name, stop.wait)
         except Exception:

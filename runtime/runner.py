@@ -64,10 +64,13 @@ def start_stage(
     report: StageReport,
     keep_running: bool = False,
     batch_lock: AbstractContextManager | None = None,
+    settle: bool = True,
 ) -> StreamingQuery:
     """Start one stage's query: with ``availableNow`` (everything its source holds now, in bounded
     micro-batches, then it stops), or with ``keep_running`` a trigger every ``trigger_interval_seconds``
-    until it is stopped. Each batch holds ``batch_lock`` (a continuous run's idle advance takes it too)."""
+    until it is stopped. Each batch holds ``batch_lock`` (a continuous run's idle advance takes it too).
+    Without ``settle`` no run ends with Spark's no-data batch (``Stage.settles``): a run that will be followed
+    by another with data leaves its timers to that run's first batch."""
     checkpoint = checkpoint_dir(settings, stage)
     writer: dict[str, str] = {}
     recorder = recorder_for(spark, settings)
@@ -93,7 +96,7 @@ def start_stage(
         else {"availableNow": True}
     )
     with _STARTING:
-        spark.conf.set(NO_DATA_BATCHES, str(stage.settles or keep_running).lower())
+        spark.conf.set(NO_DATA_BATCHES, str((stage.settles and settle) or keep_running).lower())
         try:
             return (
                 stage.read(spark, settings)
@@ -319,19 +322,25 @@ def has_new_input(settings: Settings, stage: Stage) -> bool:
 
 
 def drain_stage(
-    spark: SparkSession, settings: Settings, stage: Stage, report: StageReport, stop: threading.Event
+    spark: SparkSession,
+    settings: Settings,
+    stage: Stage,
+    report: StageReport,
+    stop: threading.Event,
+    settle: bool = True,
 ) -> None:
-    """Run one stage's query over everything available now; stop it early when ``stop`` is set."""
+    """Run one stage's query over everything available now; stop it early when ``stop`` is set. ``settle``:
+    as ``start_stage``'s."""
     checkpoint = checkpoint_dir(settings, stage)
     if starts_after_newest(settings, stage):
         return
     rerun = checkpoints.uncommitted_batch(checkpoint)
-    error = _await(start_stage(spark, settings, stage, report), stop)
+    error = _await(start_stage(spark, settings, stage, report, settle=settle), stop)
     if error is not None and rerun is not None and checkpoints.is_committed(checkpoint, rerun):
         # Spark's Kafka source fails the progress report of a batch re-run after a crash (its latest offsets
         # were never fetched in this run: a NullPointerException in KafkaMicroBatchStream.metrics), after
         # the batch itself was written and committed. Starting again goes on from there.
-        error = _await(start_stage(spark, settings, stage, report), stop)
+        error = _await(start_stage(spark, settings, stage, report, settle=settle), stop)
     if error is not None:
         raise error
 

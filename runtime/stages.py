@@ -85,7 +85,8 @@ class Stage:
     #: Whether a run of it ends with Spark's no-data batch, which fires the timers and evicts the state the
     #: run's last data batch moved the watermark past. A stage whose timers only evict state, and whose
     #: verdicts bound their own spans of event time, leaves that to its next data batch: the same eviction
-    #: one run later, and one batch's fixed cost fewer each run.
+    #: one run later, and one batch's fixed cost fewer each run. (A continuous run's followers never settle:
+    #: their next run comes with the next input; ``runtime.followers``.)
     settles: bool = True
 
     def lock_names(self, settings: Settings) -> list[str]:

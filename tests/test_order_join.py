@@ -8,6 +8,7 @@ the query's watermark = min over both sides of max event time - delay; an order 
 """
 
 import json
+import threading
 import time
 from collections import Counter
 from datetime import UTC, datetime
@@ -19,9 +20,11 @@ from pyspark.sql.types import StructType
 from typer.testing import CliRunner
 
 from cli.app import app
-from runtime.checkpoints import ORDER_PAYMENTS_STAGE
+from runtime.checkpoints import LANDING_STAGE, ORDER_PAYMENTS_STAGE
+from runtime.followers import Tended
+from runtime.progress import Notices
 from runtime.replay import run_replay
-from runtime.runner import prepare, run_once
+from runtime.runner import prepare, run_once, run_stage_once
 from runtime.stages import stage_named
 from tests.lines import land
 from tests.reference import landing_lines, order_payments, parse
@@ -244,3 +247,32 @@ def test_a_join_batch_rerun_after_a_crash_writes_nothing_twice(spark, settings) 
         again = sink(batch, 0, settings, "lakehouse:test-join")
     assert first == again == {"rows_written": 2.0, "paid": 1.0, "unpaid": 1.0, "watermark": at("10:00:00").timestamp()}
     assert pairs(spark, settings) == Counter({("o1", "p1", "paid"): 1, ("o2", None, "unpaid"): 1})
+
+
+def test_in_a_continuous_runs_cycle_the_unpaid_rows_come_with_the_joins_next_run_and_no_run_is_empty(
+    spark, settings
+) -> None:
+    """A continuous run's followers run the join in turns; no turn ends with Spark's batch of no data
+    (decision 77): the unpaid row that batch would have written comes in the first batch of the join's next
+    run, which has new input. (``run --once`` still ends with it: the test above, run 3.)"""
+    prepare(spark, settings)
+    pipeline, stop, notices = Tended.of(settings, "landing", own=True), threading.Event(), Notices(None)
+    join = stage_named(settings, ORDER_PAYMENTS_STAGE)
+
+    def turn(name: str, lines: list[str]) -> bool:
+        land(settings, name, lines)
+        run_stage_once(spark, settings, stage_named(settings, LANDING_STAGE))  # carries the lines to silver
+        return pipeline.turn(spark, join, stop, notices)
+
+    # The newest order and payment at 10:17:00.001: the watermark after this batch is 10:15:00.001, past
+    # o6's bound (10:00 + 15 min), but this batch ran under the one before it (none yet).
+    assert turn(
+        "turn-1.jsonl", [order("o6", "10:00:00"), order("o11", "10:17:00.001"), payment("o11", "p11", "10:17:00.001")]
+    )
+    assert pairs(spark, settings) == Counter({("o11", "p11", "paid"): 1})
+    assert pipeline.report(join).batches == 1
+    assert turn("turn-2.jsonl", [order("o12", "10:18:00"), payment("o12", "p12", "10:18:00")])
+    assert pairs(spark, settings) == Counter(
+        {("o11", "p11", "paid"): 1, ("o12", "p12", "paid"): 1, ("o6", None, "unpaid"): 1}
+    )
+    assert pipeline.report(join).batches == 2

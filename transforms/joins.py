@@ -20,7 +20,8 @@ Time semantics (event time throughout; processing time only stamps ``joined_at``
 - An ``unpaid`` row is written once, in the first micro-batch whose watermark is past
   ``order_time + 15 min`` (strictly: Spark evicts the order's state when ``order_time + 15 min <
   watermark``), for an order that matched no payment by then. Under ``availableNow`` Spark runs that
-  extra no-data batch at the end of the same run, so it is not left for the next input.
+  extra no-data batch at the end of the same run (``run --once``), so it is not left for the next input; a
+  continuous run's followers leave it to the next run, which comes with the next input (decision 77).
 - Rows behind the watermark when they reach the join (``event_time <= watermark`` of the previous batch)
   are dropped by Spark; they show as ``late`` in ``ops.stream_progress``. The project's adaptive and
   idle-advancing watermark policies apply to the window stream only, not to this join.
