@@ -90,15 +90,13 @@ def finish_window_swaps(spark: SparkSession, settings: Settings) -> list[str]:
     stamp = json.loads(marker.read_text())["stamp"]
     staging = staging_home(settings, stamp)
     finished = []
-    tumbling = tumbling_table(settings).name
     for table, app_id in window_swaps(settings, stamp):
         logged = transaction_version(settings, corrections_log(settings), app_id) is not None
         if logged and transaction_version(settings, table, app_id) is None:
             # The tumbling table's changes are logged after silver's swap, and no stream writes silver while
             # the marker exists: the live silver's newest commit is that swap.
             silver_version = latest_version(events_table(settings).path(settings) / "_delta_log")
-            metadata = consumption_metadata(app_id, 0, silver_version) if table.name == tumbling else None
-            swap_windows(spark, settings, staging, {}, table, app_id, metadata)
+            swap_windows(spark, settings, staging, {}, table, app_id, silver_version)
             finished.append(table.name)
     remove_tree(staging.data_root())
     shutil.rmtree(staging.home, ignore_errors=True)
@@ -164,8 +162,7 @@ def swap_tables(
             silver_version = version
     changed = 0
     for gold, gold_app_id in window_swaps(settings, stamp):
-        metadata = consumption_metadata(app_id, 0, silver_version) if gold_app_id == app_id else None
-        changed += swap_windows(spark, settings, staging, rows_swapped, gold, gold_app_id, metadata)
+        changed += swap_windows(spark, settings, staging, rows_swapped, gold, gold_app_id, silver_version)
     # Gold outputs the home leaves out (LAKEHOUSE_GOLD_OUTPUTS) were not rebuilt: they are left as they are.
     if settings.keeps("global"):
         # Global windows hold running values (no revisions or corrections): the rebuild's replace them.
@@ -218,11 +215,14 @@ def swap_windows(
     rows_swapped: dict[str, int],
     gold: Table,
     app_id: str,
-    metadata: dict | None = None,
+    silver_version: int,
 ) -> int:
     """Swap one window table in, keeping each key's revision history (changed keys: revision + 1 and a
-    ``replay`` correction). Session tables are read with their bounds as window_start and window_end."""
+    ``replay`` correction); the tumbling table's commit records ``silver_version``, the swapped silver it
+    reflects. Session tables are read with their bounds as window_start and window_end. Returns the keys
+    changed."""
     now = datetime.now(UTC)
+    tumbling = gold.name == tumbling_table(settings).name
     shape = Shape.of(settings.spec)
     key = [*shape.key_names, "window_start"]
     values = value_names(shape)
@@ -268,7 +268,7 @@ def swap_windows(
         changed = corrections.count()
         if changed:
             append_once(corrections, settings, corrections_log(settings), app_id, 0)
-            if gold.name == tumbling_table(settings).name:
+            if tumbling:
                 # A replay's changes reach consumers as late firings (the firings log itself is history); the
                 # other derived tables are rebuilt by the replay itself.
                 watermark = latest_watermark(spark, staging, windows_stage_name(settings))
@@ -292,6 +292,7 @@ def swap_windows(
         )
         if is_sessions:
             content = content.withColumnsRenamed({new: old for old, new in sessions.items()})
+        metadata = consumption_metadata(app_id, 0, silver_version) if tumbling else None
         _, rows_swapped[gold.name] = overwrite(spark, content, settings, gold, app_id, metadata)
     finally:
         joined.unpersist()

@@ -31,7 +31,8 @@ cat > "$scratch/first.jsonl" <<'JSON'
 {"event_id": "c1", "user_id": "C", "event_time": "2024-01-01T13:00:00Z", "amount": 4}
 JSON
 echo '{"event_id": "a3", "user_id": "A", "event_time": "2024-01-01T10:01:00Z", "amount": 1}' > "$scratch/too-late.jsonl"
-say "lakehouse run --continuous: both pipelines, in the background (its output: $LAKEHOUSE_HOME/demo-stream.log)"
+say "lakehouse run --continuous: both pipelines, in the background"
+echo "its output: $LAKEHOUSE_HOME/demo-stream.log"
 lakehouse run --continuous > "$LAKEHOUSE_HOME/demo-stream.log" 2>&1 &
 stream=$!
 lakehouse pipelines
