@@ -8,9 +8,10 @@ looks like one. A decimal never passes through a float: its decimal text is cast
 values whose exact value fits (at most p-s integer and s fractional digits) are accepted.
 """
 
+from collections.abc import Callable
 from decimal import Decimal
 
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import DecimalType
 
@@ -235,39 +236,69 @@ def parse_events(
     processing time plays no part here.
     """
     spec = spec or first_spec()
+    steps, result = _parse_steps(lines.sparkSession, spec, max_line_bytes, raw, "raw_bytes" in lines.columns)
+    staged = lines
+    for step in steps:
+        staged = staged.select("*", *step)
+    return staged.select(*lines.columns, *result)
+
+
+#: The parse's column expressions by (spec, line limit, raw column, has raw bytes), for the JVM they were
+#: built in: building them is a few thousand calls into the JVM (about a second a batch under load), and
+#: unresolved columns do not depend on the frame they are applied to.
+_STEPS: dict[tuple[str, int, str, bool], tuple[object, list[list[Column]], list[Column]]] = {}
+
+
+def _parse_steps(
+    spark: SparkSession, spec: PipelineSpec, max_line_bytes: int, raw: str, has_raw_bytes: bool
+) -> tuple[list[list[Column]], list[Column]]:
+    """Each step's new columns, and the columns the parse adds to the line's own (see :func:`_build_steps`)."""
+    key = (spec.model_dump_json(), max_line_bytes, raw, has_raw_bytes)
+    jvm = spark._jvm  # the cached columns are objects of this JVM
+    kept = _STEPS.get(key)
+    if kept is None or kept[0] is not jvm:
+        kept = (jvm, *_build_steps(spec, max_line_bytes, raw, has_raw_bytes))
+        _STEPS[key] = kept
+    return kept[1], kept[2]
+
+
+def _build_steps(
+    spec: PipelineSpec, max_line_bytes: int, raw: str, has_raw_bytes: bool
+) -> tuple[list[list[Column]], list[Column]]:
     declared = spec.fields
     # Each step's results become columns before the next step uses them: inside one CASE WHEN, Spark would
     # otherwise re-parse the line for every rule it checks.
     text = F.col(raw)
-    not_utf8 = F.col("raw_bytes").isNotNull() if "raw_bytes" in lines.columns else F.lit(False)
+    not_utf8 = F.col("raw_bytes").isNotNull() if has_raw_bytes else F.lit(False)
     too_long = F.octet_length(text) > max_line_bytes
-    staged = _add(lines, _not_utf8=not_utf8, _too_long=too_long)
-    staged = _add(staged, _parsed=F.when(~F.col("_not_utf8") & ~F.col("_too_long"), F.try_parse_json(text)))
+    steps = [_named(_not_utf8=not_utf8, _too_long=too_long)]
+    steps.append(_named(_parsed=F.when(~F.col("_not_utf8") & ~F.col("_too_long"), F.try_parse_json(text))))
     unescaped = F.regexp_replace(text, r"\\\\", "__")
     one_value = F.col("_parsed").isNotNull() & _single_value(text) & ~unescaped.rlike(_LONE_SURROGATE)
-    staged = _add(staged, _doc=F.when(one_value, F.col("_parsed")))
+    steps.append(_named(_doc=F.when(one_value, F.col("_parsed"))))
     document = F.col("_doc")
-    staged = _add(staged, **{_n(n, "v"): F.try_variant_get(document, f"$.{n}", "variant") for n in declared})
-    staged = _add(
-        staged,
-        **{_n(n, "type"): F.schema_of_variant(_c(n, "v")) for n in declared},
-        **{_n(n, "missing"): _c(n, "v").isNull() | F.is_variant_null(_c(n, "v")) for n in declared},
+    steps.append(_named(**{_n(n, "v"): F.try_variant_get(document, f"$.{n}", "variant") for n in declared}))
+    steps.append(
+        _named(
+            **{_n(n, "type"): F.schema_of_variant(_c(n, "v")) for n in declared},
+            **{_n(n, "missing"): _c(n, "v").isNull() | F.is_variant_null(_c(n, "v")) for n in declared},
+        )
     )
-    staged = _add(staged, **{_n(n, "read"): _read(n, f, spec, text) for n, f in declared.items()})
-    staged = _add(
-        staged, **{_n(n, "checked"): _checked(n, f) for n, f in declared.items() if f.kind in {"timestamp", "decimal"}}
+    steps.append(_named(**{_n(n, "read"): _read(n, f, spec, text) for n, f in declared.items()}))
+    steps.append(
+        _named(**{_n(n, "checked"): _checked(n, f) for n, f in declared.items() if f.kind in {"timestamp", "decimal"}})
     )
-    staged = _add(staged, **{_n(n, "value"): _value(n, f) for n, f in declared.items()})
-    staged = _add(staged, reason=_reason(spec, text, document))
+    steps.append(_named(**{_n(n, "value"): _value(n, f) for n, f in declared.items()}))
+    steps.append(_named(reason=_reason(spec, text, document)))
 
     valid = F.col("reason").isNull()
-    return staged.select(
-        *lines.columns,
-        "reason",
+    result = [
+        F.col("reason"),
         *(F.when(valid, _kept(n, f, spec)).alias(n) for n, f in declared.items()),
         # Canonical JSON (keys sorted, numbers normalised) so a re-serialised redelivery is not a conflict.
         F.when(document.isNotNull(), F.sha2(F.to_json(document), 256)).alias("payload_hash"),
-    )
+    ]
+    return steps, result
 
 
 def _read(name: str, f: FieldSpec, spec: PipelineSpec, text: Column) -> Column:
@@ -357,26 +388,29 @@ def _breaks(name: str, f: FieldSpec, rule: str) -> Column:
     """Whether a present value breaks ``rule`` (the rule's check, for :func:`_reason` and :func:`_kept`)."""
     kind, value, missing = _c(name, "type"), _c(name, "value"), _c(name, "missing")
     bound = (lambda x: F.lit(Decimal(str(x))).cast(f.type)) if f.kind == "decimal" else F.lit
-    checks = {
-        "missing": missing,
-        "not_string": kind != "STRING",
-        "empty": _is_blank(value),
-        "too_long": F.char_length(value) > F.lit(f.max_length or 0),
-        "no_match": ~value.rlike(f"^(?:{f.pattern})\\z") if f.pattern else F.lit(False),
-        "not_allowed": ~value.isin(*(f.allowed or ())) if f.allowed else F.lit(False),
-        "wrong_type": (kind != "STRING") & ~kind.isin(*_INTEGER_TYPES),
-        "invalid": value.isNull(),
-        "not_number": ~_is_number(kind),
-        "not_finite": F.isnan(value) | (F.abs(value) == F.lit(float("inf"))) if f.kind == "double" else F.lit(False),
-        "not_exact": (kind == "DOUBLE") & (F.size(_c(name, "read")) != 1),
-        "out_of_range": ~_c(name, "checked")["fits"] if f.kind == "decimal" else F.lit(False),
-        "too_precise": ~_c(name, "checked")["precise"] if f.kind == "decimal" else F.lit(False),
-        "not_integer": value.isNull(),
-        "not_boolean": value.isNull(),
-        "below_min": value < bound(f.min) if f.min is not None else F.lit(False),
-        "above_max": value > bound(f.max) if f.max is not None else F.lit(False),
+    # Only the asked rule's column is built: each is several calls into the JVM.
+    checks: dict[str, Callable[[], Column]] = {
+        "missing": lambda: missing,
+        "not_string": lambda: kind != "STRING",
+        "empty": lambda: _is_blank(value),
+        "too_long": lambda: F.char_length(value) > F.lit(f.max_length or 0),
+        "no_match": lambda: ~value.rlike(f"^(?:{f.pattern})\\z") if f.pattern else F.lit(False),
+        "not_allowed": lambda: ~value.isin(*(f.allowed or ())) if f.allowed else F.lit(False),
+        "wrong_type": lambda: (kind != "STRING") & ~kind.isin(*_INTEGER_TYPES),
+        "invalid": lambda: value.isNull(),
+        "not_number": lambda: ~_is_number(kind),
+        "not_finite": lambda: (
+            F.isnan(value) | (F.abs(value) == F.lit(float("inf"))) if f.kind == "double" else F.lit(False)
+        ),
+        "not_exact": lambda: (kind == "DOUBLE") & (F.size(_c(name, "read")) != 1),
+        "out_of_range": lambda: ~_c(name, "checked")["fits"] if f.kind == "decimal" else F.lit(False),
+        "too_precise": lambda: ~_c(name, "checked")["precise"] if f.kind == "decimal" else F.lit(False),
+        "not_integer": lambda: value.isNull(),
+        "not_boolean": lambda: value.isNull(),
+        "below_min": lambda: value < bound(f.min) if f.min is not None else F.lit(False),
+        "above_max": lambda: value > bound(f.max) if f.max is not None else F.lit(False),
     }
-    return checks[rule]
+    return checks[rule]()
 
 
 def _wrong_time_type(kind: Column, formats: list[str]) -> Column:
@@ -422,5 +456,5 @@ def _kept(name: str, f: FieldSpec, spec: PipelineSpec) -> Column:
     return F.when(ok, value)
 
 
-def _add(frame: DataFrame, **columns: Column) -> DataFrame:
-    return frame.select("*", *(column.alias(name) for name, column in columns.items()))
+def _named(**columns: Column) -> list[Column]:
+    return [column.alias(name) for name, column in columns.items()]
