@@ -92,7 +92,8 @@ def rows() -> list[tuple[str, str, str, str]]:
             )
     freshness = _load("freshness")
     if freshness:
-        for rate in freshness["rates"]:
+        # The bare twin's runs are in the same file; its figures are read against ours in the twin/ours rows.
+        for rate in (r for r in freshness["rates"] if r.get("side", "lakehouse") == "lakehouse"):
             table.append(
                 (
                     f"freshness at {rate['rate']:,} events/s for {freshness['minutes']:g} min: p50 / p99",
@@ -280,10 +281,14 @@ def plots() -> list[Path]:
         written.append(path)
     freshness = _load("freshness")
     if freshness and freshness["rates"]:
-        rates = [r["rate"] for r in freshness["rates"]]
         figure, axis = plt.subplots(figsize=(6, 4))
-        axis.plot(rates, [r["p50"] for r in freshness["rates"]], marker="o", label="p50")
-        axis.plot(rates, [r["p99"] for r in freshness["rates"]], marker="o", label="p99")
+        for side, style in (("lakehouse", "-"), ("twin", ":")):
+            runs = [r for r in freshness["rates"] if r.get("side", "lakehouse") == side]
+            if runs:
+                rates = [r["rate"] for r in runs]
+                label = "" if side == "lakehouse" else "twin "
+                axis.plot(rates, [r["p50"] for r in runs], style, marker="o", label=f"{label}p50")
+                axis.plot(rates, [r["p99"] for r in runs], style, marker="o", label=f"{label}p99")
         axis.axhline(freshness["target_p99_seconds"], linestyle="--", color="grey", label="p99 target")
         axis.set(xscale="log", xlabel="events/s landed", ylabel="seconds landing → gold", title="freshness")
         axis.legend()
