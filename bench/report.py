@@ -19,6 +19,11 @@ def _load(name: str) -> dict[str, Any] | None:
     return json.loads(path.read_text()) if path.exists() else None
 
 
+def _side(freshness: dict[str, Any], side: str) -> list[dict[str, Any]]:
+    """The runs of ``bench.freshness`` by one side, ``lakehouse`` or its bare ``twin`` (older files: ours only)."""
+    return [run for run in freshness["rates"] if run.get("side", "lakehouse") == side]
+
+
 def rows() -> list[tuple[str, str, str, str]]:
     """(figure, measured, target, verdict) for every figure present."""
     table: list[tuple[str, str, str, str]] = []
@@ -93,7 +98,7 @@ def rows() -> list[tuple[str, str, str, str]]:
     freshness = _load("freshness")
     if freshness:
         # The bare twin's runs are in the same file; its figures are read against ours in the twin/ours rows.
-        for rate in (r for r in freshness["rates"] if r.get("side", "lakehouse") == "lakehouse"):
+        for rate in _side(freshness, "lakehouse"):
             table.append(
                 (
                     f"freshness at {rate['rate']:,} events/s for {freshness['minutes']:g} min: p50 / p99",
@@ -283,7 +288,7 @@ def plots() -> list[Path]:
     if freshness and freshness["rates"]:
         figure, axis = plt.subplots(figsize=(6, 4))
         for side, style in (("lakehouse", "-"), ("twin", ":")):
-            runs = [r for r in freshness["rates"] if r.get("side", "lakehouse") == side]
+            runs = _side(freshness, side)
             if runs:
                 rates = [r["rate"] for r in runs]
                 label = "" if side == "lakehouse" else "twin "
