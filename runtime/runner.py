@@ -10,8 +10,8 @@ ids), so a batch replayed after a crash writes nothing twice.
 
 import threading
 import time
-from collections.abc import Callable, Sequence
-from contextlib import AbstractContextManager, nullcontext
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from datetime import UTC, date, datetime
 from functools import partial
 from pathlib import Path
@@ -35,6 +35,7 @@ from runtime.progress import (
 from runtime.sources.kafka import partition_lag
 from runtime.stages import SOURCES, Stage, delta_readers, reconcile_stage, source_stage, stages
 from transforms.gold.tumbling import advance_idle
+from transforms.keyed_state import ROCKSDB_PROVIDER, STATE_STORE_PROVIDER
 from transforms.latency import latencies
 from transforms.reconcile import repair_dates
 from warehouse.catalog import BRONZE_EVENTS, kept_tables
@@ -51,8 +52,11 @@ def stage_lock(settings: Settings, stage: Stage, wait_seconds: float = 0.0):
     return hold_all(settings, stage.lock_names(settings), wait_seconds=wait_seconds, purpose=f"the {stage.name} stream")
 
 
-#: Read by Spark when a query starts (its session is cloned then): each start sets its stage's value.
+#: Read by Spark when a query starts (its session is cloned then): each start sets its stage's values. A
+#: stateful query's first start records the state's provider and partitions in its checkpoint, and every
+#: later start takes them from there.
 NO_DATA_BATCHES = "spark.sql.streaming.noDataMicroBatches.enabled"
+SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
 #: One start at a time in this process, so no start sees the value set for another stage's.
 _STARTING = threading.Lock()
 
@@ -95,19 +99,34 @@ def start_stage(
         if keep_running
         else {"availableNow": True}
     )
-    with _STARTING:
-        spark.conf.set(NO_DATA_BATCHES, str((stage.settles and settle) or keep_running).lower())
-        try:
-            return (
-                stage.read(spark, settings)
-                .writeStream.queryName(query_name(settings, stage.name))
-                .option("checkpointLocation", str(checkpoint))
-                .foreachBatch(each_batch)
-                .trigger(**trigger)
-                .start()
-            )
-        finally:
-            spark.conf.unset(NO_DATA_BATCHES)
+    conf = {NO_DATA_BATCHES: str((stage.settles and settle) or keep_running).lower()}
+    if stage.keeps_state:
+        conf |= {STATE_STORE_PROVIDER: ROCKSDB_PROVIDER, SHUFFLE_PARTITIONS: str(settings.spark.state_partitions)}
+    with _STARTING, _conf_while(spark, conf):
+        return (
+            stage.read(spark, settings)
+            .writeStream.queryName(query_name(settings, stage.name))
+            .option("checkpointLocation", str(checkpoint))
+            .foreachBatch(each_batch)
+            .trigger(**trigger)
+            .start()
+        )
+
+
+@contextmanager
+def _conf_while(spark: SparkSession, conf: Mapping[str, str]) -> Iterator[None]:
+    """The session's settings ``conf`` for the block (a query's start), each put back as it was after it."""
+    before = {key: spark.conf.get(key, None) for key in conf}
+    for key, value in conf.items():
+        spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        for key, value in before.items():
+            if value is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, value)
 
 
 def swap_marker(settings: Settings) -> Path:

@@ -88,6 +88,9 @@ class Stage:
     #: one run later, and one batch's fixed cost fewer each run. (A continuous run's followers never settle:
     #: their next run comes with the next input; ``runtime.followers``.)
     settles: bool = True
+    #: Whether its query keeps Spark state (a stream-stream join, keyed state): it starts on RocksDB with
+    #: ``LAKEHOUSE_STATE_PARTITIONS`` state partitions (``runtime.runner.start_stage``).
+    keeps_state: bool = False
 
     def lock_names(self, settings: Settings) -> list[str]:
         """What a run of the stage locks: its own name, and those of the stages its batches carry."""
@@ -209,6 +212,7 @@ def keyed_stages(settings: Settings) -> list[Stage]:
                 # Its timers only evict minutes past the hour the rules look back (fraud_rules: every rule
                 # names its own span), so a run ends with its data: no alert waits for the eviction.
                 settles=False,
+                keeps_state=True,
             )
         )
     if settings.keeps("unique_urls"):
@@ -218,6 +222,7 @@ def keyed_stages(settings: Settings) -> list[Stage]:
                 _keyed(UNIQUE_URLS_STAGE, distinct_url_counts),
                 write_unique_urls,
                 source=SILVER_EVENTS.name,
+                keeps_state=True,
             )
         )
     return keyed
@@ -268,7 +273,13 @@ def stages(settings: Settings, source: str = "landing") -> Pipeline:
         followers.append(derived_stage(settings))
     if settings.keeps("order_payments"):
         followers.append(
-            Stage(ORDER_PAYMENTS_STAGE, _read_order_payments, _record_order_payments, source=SILVER_EVENTS.name)
+            Stage(
+                ORDER_PAYMENTS_STAGE,
+                _read_order_payments,
+                _record_order_payments,
+                source=SILVER_EVENTS.name,
+                keeps_state=True,
+            )
         )
     followers.extend(stage for stage in keyed if stage.name != FRAUD_STAGE)
     return Pipeline(source_stage(source), _silver_stage(), _windows_stage(settings), tuple(followers))

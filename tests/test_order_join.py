@@ -276,3 +276,10 @@ def test_in_a_continuous_runs_cycle_the_unpaid_rows_come_with_the_joins_next_run
         {("o11", "p11", "paid"): 1, ("o12", "p12", "paid"): 1, ("o6", None, "unpaid"): 1}
     )
     assert pipeline.report(join).batches == 2
+    # Its state: on RocksDB, in LAKEHOUSE_STATE_PARTITIONS partitions, as recorded when its checkpoint was
+    # made; the session's own partitions are as they were (the tests' 2).
+    offsets = settings.checkpoints_dir / ORDER_PAYMENTS_STAGE / "offsets" / "0"
+    recorded = json.loads(offsets.read_text().splitlines()[1])
+    assert recorded["conf"]["spark.sql.shuffle.partitions"] == str(settings.spark.state_partitions) == "1"
+    assert recorded["conf"]["spark.sql.streaming.stateStore.providerClass"].endswith("RocksDBStateStoreProvider")
+    assert spark.conf.get("spark.sql.shuffle.partitions") == "2"

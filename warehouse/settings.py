@@ -258,6 +258,11 @@ class SparkSettings(Group):
     executor_memory: str = field(default="1g", metadata=var("LAKEHOUSE_EXECUTOR_MEMORY", MEMORY))
     #: Extra options for each executor's JVM on a cluster, e.g. ``-XX:+UseParallelGC``.
     executor_jvm_options: str = field(default="", metadata=var("LAKEHOUSE_EXECUTOR_JVM_OPTIONS", TEXT))
+    #: The state partitions of a stream that keeps Spark state (fraud alerts, distinct URLs, the join), fixed
+    #: when its checkpoint is made (a checkpoint keeps its count). Each run loads and commits every
+    #: partition's stores, a fixed cost per partition; raise it on a cluster whose cores the state's rows
+    #: would keep busy.
+    state_partitions: int = field(default=1, metadata=var("LAKEHOUSE_STATE_PARTITIONS", POSITIVE_INT))
 
 
 @dataclass(frozen=True)
