@@ -88,7 +88,7 @@ def ingest(
         if wait:
             seconds = await_in_gold(settings, placed.name, landed_at, wait)
             shown = f"{settings.spec.name}: {source.name}"
-            line = f"{shown} through bronze, silver and gold {seconds:.1f} s after landing (one micro-batch)"
+            line = f"{shown} in gold {seconds:.1f} s after landing (one micro-batch)"
             console.print(line, highlight=False, soft_wrap=True)
 
 

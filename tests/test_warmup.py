@@ -56,7 +56,7 @@ def test_a_warmed_stream_takes_handed_files_and_a_reconcile_beside_it(tmp_path: 
 
         for lines in (first, too_late):
             handed = lakehouse("ingest", "--wait", "300", str(lines)).stdout
-            assert re.search(r"through bronze, silver and gold \d+\.\d s after landing \(one micro-batch\)", handed)
+            assert re.search(r": \S+ in gold \d+\.\d s after landing \(one micro-batch\)", handed)
         assert _gold(home) == {
             ("A", "10:00"): ("7.00", 2, 1),
             ("B", "10:00"): ("3.00", 1, 1),
