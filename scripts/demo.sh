@@ -57,7 +57,7 @@ say "Then the too-late event A 10:01→1: its window [10:00, 10:05) closed long 
 lakehouse ingest --wait 120 "$scratch/too-late.jsonl"
 lakehouse show silver.late_events
 
-say "2. Generated streams for both pipelines, in two rounds, to the same running stream"
+say "2. Generated streams of both pipelines, two rounds, to the running stream"
 lakehouse ingest --wait 300 --pipeline purchases "${purchases[0]}"
 wait "$readings_first" || { cat "$scratch/readings-0.out"; exit 1; }
 cat "$scratch/readings-0.out"
@@ -65,15 +65,15 @@ cat "$scratch/readings-0.out"
 lakehouse ingest --wait 300 --pipeline readings "${readings[1]}" &
 lakehouse ingest --wait 300 --pipeline purchases "${purchases[1]}"
 wait $!
-say "lakehouse reconcile, beside the running stream: only the windows late events touched, (A, 10:00) among them"
+say "lakehouse reconcile: only windows late events touched, (A, 10:00) among them"
 lakehouse reconcile
 lakehouse show gold.user_spend_5m --limit 4
 lakehouse history gold.user_spend_5m --limit 6
 lakehouse show gold.readings_1m --limit 2
 
-say "3. Data quality: every suite of both pipelines, beside the running stream (exit 1 if a blocking one fails)"
+say "3. Data quality: every suite, both pipelines (exit 1 if a blocking one fails)"
 lakehouse validate
-say "Every stream has read all its input; then the stream stops (SIGTERM) and says what it did"
+say "All input read; the stream stops (SIGTERM) and says what it did"
 lakehouse status --wait-caught-up 120 --once
 stop_stream
 cat "$LAKEHOUSE_HOME/demo-stream.log"
