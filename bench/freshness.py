@@ -93,6 +93,9 @@ class RateResult:
     #: the highest sample, and the median of the samples after the first minute.
     rss_peak_mb: float | None = None
     rss_steady_mb: float | None = None
+    #: Seconds from the process's start until it takes lines (every stream holds its lock; the twin's queries
+    #: started): the lakehouse's warm-up, which no probe waits for, happens there (``runtime.warmup``).
+    ready_seconds: float | None = None
     rss_samples: list[tuple[float, float]] = field(default_factory=list, repr=False)
 
     def summarize(self) -> None:
@@ -239,6 +242,7 @@ def measure(
         command = [sys.executable, "-m", "bench.twin", "--landing", str(settings.landing_dir), "--out", str(out),
                    "--trigger", str(trigger)]  # fmt: skip
     stream = subprocess.Popen(command, env=env, stdout=log, stderr=log)
+    launched = time.monotonic()
     result = RateResult(rate, seconds, 0, 0, trigger)
     landed: dict[int, float] = {}
     seen: dict[str, dict[int, float]] = {name: {} for name in watched}
@@ -268,6 +272,7 @@ def measure(
                 raise SystemExit(f"bench: {'the twin' if twin else '`run --continuous`'} did not start; see {log.name}")
             time.sleep(0.5)
         started = time.monotonic()
+        result.ready_seconds = round(started - launched, 1)
         poller = threading.Thread(target=poll, daemon=True)
         poller.start()
         n = 0
@@ -434,6 +439,7 @@ def _memory_ratios(results: list[RateResult]) -> list[dict]:
             mine, theirs = getattr(ours, f"rss_{figure}_mb"), getattr(twin, f"rss_{figure}_mb")
             row[f"ours_{figure}_mb"], row[f"twin_{figure}_mb"] = mine, theirs
             row[f"{figure}_ratio"] = round(mine / theirs, 2) if mine and theirs else None
+        row["ours_ready_seconds"], row["twin_ready_seconds"] = ours.ready_seconds, twin.ready_seconds
         rows.append(row)
     return rows
 
@@ -463,7 +469,7 @@ def _print(result: RateResult) -> None:
         f"(after the first minute: p50 {result.steady_p50} s, p99 {result.steady_p99} s), probes missing "
         f"{result.probes_missing}, lag first/last third {result.first_third_p50}/{result.last_third_p50} s, "
         f"{'kept up' if result.kept_up else 'FELL BEHIND'}; resident memory peak {result.rss_peak_mb} MB, "
-        f"steady {result.rss_steady_mb} MB",
+        f"steady {result.rss_steady_mb} MB; taking lines {result.ready_seconds} s after its start",
         flush=True,
     )
 

@@ -258,6 +258,16 @@ def _twin_rows() -> list[tuple[str, str, str, str]]:
                     "meets" if peak is not None and steady is not None and max(peak, steady) <= 1.5 else "above",
                 )
             )
+            if memory.get("ours_ready_seconds") is not None:
+                table.append(
+                    (
+                        f"  start → taking lines at {memory['rate']:,} events/s ({path.name}): ours / twin",
+                        f"{memory['ours_ready_seconds']} / {memory['twin_ready_seconds']} s (ours rehearses "
+                        "while nothing waits; no probe waits for it)",
+                        "reported",
+                        "measured",
+                    )
+                )
     return table
 
 

@@ -17,6 +17,7 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
+from runtime import warmup
 from runtime.checkpoints import checkpoint_dir
 from runtime.continuous import run_continuous
 from runtime.handover import Handler, as_result
@@ -24,7 +25,6 @@ from runtime.progress import StageReport, StreamStatus, query_prefix, stream_sta
 from runtime.runner import drain_older_streams, prepare, run_once, run_reconcile
 from runtime.sources.kafka import partition_lag
 from runtime.stages import Stage, reconcile_stage, source_stage, stages
-from runtime.warmup import warm_critical_path, worth_warming
 from warehouse.settings import Settings
 
 
@@ -64,14 +64,16 @@ def run_all_continuous(
     the other pipelines take what its followers did, in one JVM whatever their number. Each is prepared
     here first, so a damaged home or a refused spec change stops the run in one line before anything starts.
     With nothing waiting, the first pipeline's critical path rehearses on ``warmup_lines`` (lines of its spec)
-    before it takes lines (``runtime.warmup``). ``handlers``: kinds of work the run can be handed besides
-    reconciles (``runtime.handover``)."""
+    before it takes lines, then its followers until a line arrives in any pipeline (``runtime.warmup``).
+    ``handlers``: kinds of work the run can be handed besides reconciles (``runtime.handover``)."""
     first, others = views[0], list(views[1:])
     reports: list[StageReport] = []
     for view in others:
         prepare(spark, view)
         reports += _named(view, drain_older_streams(spark, view))
-    warm = bool(warmup_lines) and worth_warming(first, source_of(first, source))
+    sources = [(view, source_of(view, source)) for view in views]
+    warm = bool(warmup_lines) and warmup.worth_warming(first, source_of(first, source))
+    rehearse = partial(warmup.warm_up, spark, first, warmup_lines, partial(warmup.lines_waiting, sources))
     return reports + _named(
         first,
         run_continuous(
@@ -81,7 +83,7 @@ def run_all_continuous(
             source=source_of(first, source),
             on_notice=on_notice,
             others=[(view, source_of(view, source)) for view in others],
-            warm_up=partial(warm_critical_path, spark, first, warmup_lines) if warm else None,
+            warm_up=rehearse if warm else None,
             handlers={"reconcile": reconcile_handed, **(handlers or {})},
         ),
     )

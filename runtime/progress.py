@@ -39,6 +39,12 @@ def status_dir(settings: Settings) -> Path:
     return settings.home / "status"
 
 
+def rehearsing_marker(settings: Settings) -> Path:
+    """Present while a continuous run's followers rehearse (``runtime.warmup``): its critical path is warm, and
+    a line landed now cuts the rehearsal short and is taken at once."""
+    return status_dir(settings) / "rehearsing-followers"
+
+
 def _instant(text: str | None) -> datetime | None:
     if not text:
         return None
@@ -336,16 +342,17 @@ IN_TURNS = "in turns"
 
 def await_landing_stream(settings: Settings, wait: float) -> None:
     """Return once a continuous run's landing stream takes files: its lock is held by a continuous run and its
-    query has started (Spark wrote the checkpoint's metadata), so a file landed from here on is picked up by its
-    next trigger, with no start-up in between. Another pipeline's stream runs in the followers' turns (a query
-    per turn, started over what has landed): it takes files as soon as its lock is held.
-    Raises TimeoutError after ``wait`` seconds."""
+    query has started (Spark wrote the checkpoint's metadata), or its followers are rehearsing (a file landed
+    cuts that short), so a file landed from here on is picked up at once, with no warm-up in between. Another
+    pipeline's stream runs in the followers' turns (a query per turn, started over what has landed): it takes
+    files as soon as its lock is held. Raises TimeoutError after ``wait`` seconds."""
     checkpoint = checkpoint_dir(settings, source_stage("landing"))
     deadline = time.monotonic() + wait
 
     def ready() -> bool:
         holder = lock_holder(settings, checkpoint.name) or ""
-        return "continuous" in holder and (IN_TURNS in holder or (checkpoint / "metadata").exists())
+        started = (checkpoint / "metadata").exists() or rehearsing_marker(settings).exists()
+        return "continuous" in holder and (IN_TURNS in holder or started)
 
     while not ready():
         if time.monotonic() > deadline:

@@ -21,12 +21,17 @@ from pathlib import Path
 import dagster as dg
 import pytest
 from deltalake import DeltaTable
+from pyspark.sql import SparkSession
 
+from cli.common import rehearsal_lines
 from orchestration import definitions, pipeline, reconcile
+from runtime import warmup
+from runtime.progress import rehearsing_marker
+from runtime.runner import prepare
 from tests.lines import SEEDS_EXAMPLE, event
 from warehouse.settings import Settings
 
-pytestmark = pytest.mark.system
+pytestmark = [pytest.mark.system, pytest.mark.xdist_group("warmup")]  # both look at the scratch homes
 LAKEHOUSE = str(Path(sys.executable).parent / "lakehouse")
 
 
@@ -54,6 +59,8 @@ def test_a_warmed_stream_takes_handed_files_and_a_reconcile_beside_it(tmp_path: 
             assert done.returncode == 0, done.stdout + done.stderr
             return done
 
+        # `ingest --wait` lands the first file once the followers rehearse: it cuts that short (the run's line
+        # below says how many had rehearsed) and is taken at once.
         for lines in (first, too_late):
             handed = lakehouse("ingest", "--wait", "300", str(lines)).stdout
             assert re.search(r": \S+ in gold \d+\.\d s after landing \(one micro-batch\)", handed)
@@ -108,10 +115,29 @@ def test_a_warmed_stream_takes_handed_files_and_a_reconcile_beside_it(tmp_path: 
         log.close()
     output = (home / "stream.log").read_text()
     assert stream.returncode == 0, output
-    assert re.search(r"purchases: Spark warmed up in \d+\.\d s; taking lines now", output), output
+    assert re.search(
+        r"purchases: Spark warmed up in \d+\.\d s, [0-3] of its 4 followers \(lines came\); taking lines now", output
+    ), output
     assert "input left for the next run" not in output  # it had caught up before the stop
     # The rehearsal's lines went to a scratch home, thrown away: bronze holds the seven lines landed, nothing else.
     bronze = DeltaTable(str(home / "tables" / "bronze" / "events")).to_pyarrow_table()
     assert bronze.num_rows == 7
     assert not list(Path(tempfile.gettempdir()).glob("lakehouse-warmup-*"))  # only this test warms up
     assert not (home / "requests" / "serving").exists()
+
+
+@pytest.mark.gold_outputs("all")
+def test_a_quiet_start_rehearses_every_follower_in_a_scratch_home_it_then_deletes(
+    spark: SparkSession, settings: Settings
+) -> None:
+    """Nothing waiting: the critical path and then each follower run over the rehearsal's lines, in a scratch
+    home; the real home gets no line, no checkpoint, no progress row, and no scratch home is left."""
+    prepare(spark, settings)
+    done = warmup.warm_up(spark, settings, rehearsal_lines(settings), waiting=lambda: False)
+    assert (done.followers_rehearsed, done.followers) == (4, 4)
+    assert done.line("purchases").endswith(", its 4 followers too; taking lines now")
+    assert not list(settings.checkpoints_dir.glob("*/offsets"))
+    for table in ("bronze/events", "silver/events", "gold/user_spend_5m", "gold/fraud_alerts", "ops/stream_progress"):
+        assert DeltaTable(str(settings.tables_dir / table)).to_pyarrow_table().num_rows == 0, table
+    assert not rehearsing_marker(settings).exists()
+    assert not list(Path(tempfile.gettempdir()).glob("lakehouse-warmup-*"))

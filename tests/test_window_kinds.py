@@ -115,7 +115,7 @@ def test_sessions_split_at_the_gap_merge_when_a_late_event_bridges_them_and_clos
     derived = derived_stage_name(settings)
     writer = f"lakehouse:{derived}:{query_id(checkpoint_dir(settings, derived))}"
     assert derived_windows.APPLIED[writer][1] == derived_windows._applied_before(
-        spark, settings, windows_stage_name(settings), datetime.now(UTC) + timedelta(days=1)
+        settings, windows_stage_name(settings), datetime.now(UTC) + timedelta(days=1)
     )
     assert derived_windows.APPLIED[writer][1] == at("11:58:00")
 

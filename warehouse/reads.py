@@ -56,24 +56,40 @@ def read_where(
     names = list(columns) if columns is not None else table.column_names
     limit = LOCAL_READ_ROWS if at_most is None else min(at_most, LOCAL_READ_ROWS)
     if limit > 0:
-        delta = open_delta(table.path(settings))
-        # delta-rs skips files by the bounds in the log, and skips a file whose bound of a filtered column is
-        # missing: only columns every file has bounds of filter the scan (Delta keeps none for booleans and
-        # cuts long strings); the others filter the rows read.
-        bounded = _bounded_columns(delta, {column for column, _, _ in conditions}, table)
-        skipping = [c for c in conditions if c[0] in bounded]
-        after = [c for c in conditions if c[0] not in bounded]
-        dataset = delta.to_pyarrow_dataset()
-        scan = _arrow_filter(skipping)
-        # Counted first (only the filtered columns are read), so many rows are never brought to Python.
-        if dataset.count_rows(filter=scan) <= limit:
-            wanted = sorted({*names, *(column for column, _, _ in after)})
-            rows = dataset.to_table(columns=wanted, filter=scan)
-            if after:
-                rows = rows.filter(_arrow_filter(after))
+        rows = arrow_where(settings, table, conditions, names, at_most=limit)
+        if rows is not None:
             schema = StructType([table.schema[name] for name in names])
-            return spark.createDataFrame(rows.select(names), schema=schema)
+            return spark.createDataFrame(rows, schema=schema)
     return read_table(spark, settings, table).where(_spark_filter(conditions)).select(*names)
+
+
+def arrow_where(
+    settings: Settings,
+    table: Table,
+    conditions: Sequence[Condition] = (),
+    columns: Sequence[str] | None = None,
+    at_most: int | None = None,
+) -> pa.Table | None:
+    """``columns`` (default all) of the rows of ``table`` meeting every condition, as of its newest version,
+    read by delta-rs alone (no Spark job); None when there are more than ``at_most`` of them."""
+    names = list(columns) if columns is not None else table.column_names
+    delta = open_delta(table.path(settings))
+    # delta-rs skips files by the bounds in the log, and skips a file whose bound of a filtered column is
+    # missing: only columns every file has bounds of filter the scan (Delta keeps none for booleans and
+    # cuts long strings); the others filter the rows read.
+    bounded = _bounded_columns(delta, {column for column, _, _ in conditions}, table)
+    skipping = [c for c in conditions if c[0] in bounded]
+    after = [c for c in conditions if c[0] not in bounded]
+    dataset = delta.to_pyarrow_dataset()
+    scan = _arrow_filter(skipping)
+    # Counted first (only the filtered columns are read), so many rows are never brought to Python.
+    if at_most is not None and dataset.count_rows(filter=scan) > at_most:
+        return None
+    wanted = sorted({*names, *(column for column, _, _ in after)})
+    rows = dataset.to_table(columns=wanted, filter=scan)
+    if after:
+        rows = rows.filter(_arrow_filter(after))
+    return rows.select(names)
 
 
 def _bounded_columns(delta: deltalake.DeltaTable, columns: set[str], table: Table) -> set[str]:

@@ -227,8 +227,8 @@ class StreamSettings(Group):
     #: priority as the critical path's).
     followers_niceness: int = field(default=19, metadata=var("LAKEHOUSE_FOLLOWERS_NICENESS", NICENESS))
     #: A continuous run that starts with nothing waiting first carries a few generated lines through a scratch
-    #: home (``runtime.warmup``), so its first real micro-batch finds Spark's plans compiled instead of paying
-    #: a cold JVM's first batch (about three times a warm one's).
+    #: home (``runtime.warmup``), then runs its followers over them there until a line arrives, so its first
+    #: real micro-batches find Spark's plans compiled instead of paying a cold JVM's (two to three times warm).
     warmup: bool = field(default=True, metadata=var("LAKEHOUSE_STREAM_WARMUP", BOOLEAN))
 
 

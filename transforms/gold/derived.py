@@ -18,6 +18,7 @@ derived tables themselves (``transforms.gold.propagate``).
 
 from datetime import UTC, datetime
 
+import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructField, StructType, TimestampType
@@ -28,8 +29,8 @@ from transforms.gold.watermarks import utc
 from transforms.latency import arrival_figures, arrival_quantiles
 from transforms.silver import canonical
 from warehouse.catalog import OPS_WATERMARKS, events_table
-from warehouse.delta import materialized, read_table
-from warehouse.reads import read_where
+from warehouse.delta import materialized
+from warehouse.reads import arrow_where, read_where
 from warehouse.settings import Settings
 from warehouse.shapes import Shape
 
@@ -61,7 +62,7 @@ def derive_windows(
     if writer_id in APPLIED and APPLIED[writer_id][0] == batch_id - 1:
         before = APPLIED[writer_id][1]
     else:
-        before = _applied_before(spark, settings, windows_query, first_recorded)
+        before = _applied_before(settings, windows_query, first_recorded)
     ranges = [(row.silver_batch_from, row.silver_batch_to) for row in rows if row.silver_batch_from is not None]
     events = _events_of(spark, settings, ranges)
     keys = Shape.of(settings.spec).key_names
@@ -88,13 +89,13 @@ def derive_windows(
     }
 
 
-def _applied_before(spark: SparkSession, settings: Settings, windows_query: str, first: datetime) -> datetime | None:
+def _applied_before(settings: Settings, windows_query: str, first: datetime) -> datetime | None:
     """The furthest watermark the window stream recorded before ``first``: where this stream's earlier
     batches left the derived windows (rows are recorded in order by the one window writer)."""
-    earlier = read_table(spark, settings, OPS_WATERMARKS).where(
-        (F.col("query_name") == windows_query) & (F.col("recorded_at") < F.lit(first))
-    )
-    return utc(earlier.agg(F.max("watermark")).first()[0])
+    # By delta-rs: on a process's first batch a Spark read of this table is a cold job of about a second.
+    conditions = [("query_name", "==", windows_query), ("recorded_at", "<", first)]
+    earlier = arrow_where(settings, OPS_WATERMARKS, conditions, columns=["watermark"])
+    return utc(pc.max(earlier.column("watermark")).as_py()) if earlier is not None else None
 
 
 def _event_columns(settings: Settings) -> list[str]:
