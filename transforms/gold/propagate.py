@@ -115,20 +115,22 @@ def closures_pending(
 def propagate(spark: SparkSession, settings: Settings, change: GoldChange) -> Derived:
     """Bring the derived window tables in line with a change the tumbling table now holds.
 
-    One after the other: run side by side, their joins' broadcasts could together exhaust a small driver.
+    One after the other: run side by side, their joins' broadcasts could together exhaust a small driver. The
+    global windows first, the cheapest (about 0.4 s a warm batch against the hopping roll-up's 1.2 and the
+    sessions' 1.5): the plain twin's global windows are its freshest derived output (decision 80).
     """
     hops = sessions = global_fired = 0
-    if settings.keeps("hopping") and change.panes is not None:
-        with sub_scope(f"{change.app_id}:hops", change.version):
-            hops = roll_up(
-                spark, settings, change.panes, change.after, change.now, change.cause, f"{change.app_id}:hops",
-                change.version, change.gold_batch, change.closes_from,
-            )  # fmt: skip
     if settings.keeps("global") and change.events is not None:
         with sub_scope(f"{change.app_id}:global", change.version):
             global_fired = update_global_windows(
                 spark, settings, change.events, change.now, f"{change.app_id}:global", change.version,
                 change.event_count,
+            )  # fmt: skip
+    if settings.keeps("hopping") and change.panes is not None:
+        with sub_scope(f"{change.app_id}:hops", change.version):
+            hops = roll_up(
+                spark, settings, change.panes, change.after, change.now, change.cause, f"{change.app_id}:hops",
+                change.version, change.gold_batch, change.closes_from,
             )  # fmt: skip
     if settings.keeps("sessions") and (change.events is not None or change.after != change.before):
         events = change.events if change.events is not None else no_events(spark, settings)
