@@ -47,16 +47,17 @@ def run_continuous(
     source: str = "landing",
     on_notice: Callable[[str], None] | None = None,
     others: Sequence[tuple[Settings, str]] = (),
-    warm_up: Callable[[], Rehearsal] | None = None,
+    warm_up: Callable[[threading.Event], Rehearsal] | None = None,
     handlers: Mapping[str, Handler] | None = None,
 ) -> list[StageReport]:
     """Run the pipeline until ``stop`` is set or a signal comes: the critical path (bronze, silver, the
     tumbling table) in one query that keeps running, and the followers (fraud alerts, the derived windows,
     the join, distinct URLs) in cycles of their own in a thread of their own (``runtime.followers``), at a
-    lower CPU priority. ``warm_up`` (``runtime.warmup``) rehearses the critical path (and, while nothing
-    waits, the followers) before its query and the followers start. ``others`` (settings view, source) are
-    other pipelines, prepared by the caller: the followers' thread runs them. ``handlers`` are the kinds of
-    handed work (``runtime.handover``) the followers' thread serves besides reconciles.
+    lower CPU priority. ``warm_up(stop)`` (``runtime.warmup``) rehearses the critical path (and, while
+    nothing waits and no stop came, the followers) before its query and the followers start. ``others``
+    (settings view, source) are other pipelines, prepared by the caller: the followers' thread runs them.
+    ``handlers`` are the kinds of handed work (``runtime.handover``) the followers' thread serves besides
+    reconciles.
 
     Each of the source stream's micro-batches carries a landed line all the way to the tumbling table: none
     waits for a follower. A follower whose source has nothing new is skipped without starting a query (from
@@ -90,7 +91,7 @@ def run_continuous(
     try:
         with hold_all(settings, pipeline.source.lock_names(settings), purpose=CONTINUOUS_RUN):
             if warm_up:
-                notices.say(warm_up().line(settings.spec.name))
+                notices.say(warm_up(stop).line(settings.spec.name))
             if pipeline.followers or others:
                 # After the rehearsal: the followers' first batches would compile beside it and slow it down.
                 followers = Followers(spark, settings, source, recorder.run_id, others, handlers or {})

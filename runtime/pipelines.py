@@ -12,7 +12,6 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from datetime import date
-from functools import partial
 from typing import Any
 
 from pyspark.sql import SparkSession
@@ -64,8 +63,9 @@ def run_all_continuous(
     the other pipelines take what its followers did, in one JVM whatever their number. Each is prepared
     here first, so a damaged home or a refused spec change stops the run in one line before anything starts.
     With nothing waiting, the first pipeline's critical path rehearses on ``warmup_lines`` (lines of its spec)
-    before it takes lines, then its followers until a line arrives in any pipeline (``runtime.warmup``).
-    ``handlers``: kinds of work the run can be handed besides reconciles (``runtime.handover``)."""
+    before it takes lines, then its followers until a line arrives in any pipeline or a stop comes
+    (``runtime.warmup``). ``handlers``: kinds of work the run can be handed besides reconciles
+    (``runtime.handover``)."""
     first, others = views[0], list(views[1:])
     reports: list[StageReport] = []
     for view in others:
@@ -73,7 +73,10 @@ def run_all_continuous(
         reports += _named(view, drain_older_streams(spark, view))
     sources = [(view, source_of(view, source)) for view in views]
     warm = bool(warmup_lines) and warmup.worth_warming(first, source_of(first, source))
-    rehearse = partial(warmup.warm_up, spark, first, warmup_lines, partial(warmup.lines_waiting, sources))
+
+    def rehearse(stop: threading.Event) -> warmup.Rehearsal:
+        return warmup.warm_up(spark, first, warmup_lines, lambda: stop.is_set() or warmup.lines_waiting(sources))
+
     return reports + _named(
         first,
         run_continuous(
