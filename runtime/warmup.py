@@ -31,7 +31,7 @@ from pyspark.sql import SparkSession
 from runtime import carry
 from runtime.progress import StageReport, recorder_aside, rehearsing_marker
 from runtime.runner import drain_stage, has_new_input, prepare, run_stage_once
-from runtime.stages import source_stage, stages
+from runtime.stages import Stage, source_stage, stages
 from warehouse.catalog import tumbling_table
 from warehouse.setting_groups import StorageSettings
 from warehouse.settings import Settings
@@ -114,16 +114,20 @@ def warm_up(
             run_stage_once(spark, view, source_stage("landing"), record_progress=False)
             marker.parent.mkdir(parents=True, exist_ok=True)
             marker.touch()
-            rehearsed = _rehearse_followers(spark, view, waiting)
+            rehearsed = _rehearse_followers(spark, view, followers, waiting)
     finally:
         marker.unlink(missing_ok=True)
         _forget(view)
     return Rehearsal(time.monotonic() - started, rehearsed, len(followers))
 
 
-def _rehearse_followers(spark: SparkSession, view: Settings, waiting: Callable[[], bool]) -> int:
+def _rehearse_followers(
+    spark: SparkSession, view: Settings, followers: Sequence[Stage], waiting: Callable[[], bool]
+) -> int:
     """Each follower's run over the scratch home's silver, in the cycle's order, stopped as soon as
     ``waiting()``; how many ran to the end."""
+    if waiting():
+        return 0
     cut = threading.Event()
 
     def watch() -> None:
@@ -132,12 +136,10 @@ def _rehearse_followers(spark: SparkSession, view: Settings, waiting: Callable[[
                 cut.set()
 
     watcher = threading.Thread(target=watch, name="lakehouse-warmup-watch", daemon=True)
-    rehearsed = 0
-    if waiting():
-        return rehearsed
     watcher.start()
+    rehearsed = 0
     try:
-        for stage in stages(view).followers:
+        for stage in followers:
             drain_stage(spark, view, stage, StageReport(stage.name), cut, settle=False)
             if cut.is_set():
                 break

@@ -8,6 +8,7 @@ import time
 import pytest
 
 from runtime import warmup
+from runtime.stages import Stage, stages
 from runtime.warmup import Rehearsal
 from warehouse.settings import Settings
 
@@ -24,10 +25,12 @@ class StandIns:
         self.done.append((stage.name, stop.wait(self.seconds)))
 
 
-def _followers(settings: Settings) -> list[str]:
-    from runtime.stages import stages
+def _stages(settings: Settings) -> tuple[Stage, ...]:
+    return stages(settings).followers
 
-    return [stage.name for stage in stages(settings).followers]
+
+def _followers(settings: Settings) -> list[str]:
+    return [stage.name for stage in _stages(settings)]
 
 
 @pytest.fixture
@@ -40,7 +43,7 @@ def runs(monkeypatch: pytest.MonkeyPatch) -> StandIns:
 
 def test_with_nothing_arriving_every_follower_rehearses_in_the_cycles_order(runs: StandIns) -> None:
     settings = Settings.from_env({})
-    assert warmup._rehearse_followers(None, settings, lambda: False) == 4
+    assert warmup._rehearse_followers(None, settings, _stages(settings), lambda: False) == 4
     assert runs.done == [(name, False) for name in _followers(settings)]
 
 
@@ -49,14 +52,14 @@ def test_a_line_that_arrives_stops_the_running_follower_and_the_rest_never_start
     runs.seconds = 1.5
     began = time.monotonic()
     arrived = lambda: time.monotonic() - began > 2.0  # noqa: E731 (during the second follower's run)
-    assert warmup._rehearse_followers(None, settings, arrived) == 1
+    assert warmup._rehearse_followers(None, settings, _stages(settings), arrived) == 1
     first, second = _followers(settings)[:2]
     assert runs.done == [(first, False), (second, True)]
     assert time.monotonic() - began < 2.0 + 1.0  # given way within a look, not at the end of the run
 
 
 def test_lines_waiting_at_the_start_skip_the_followers_rehearsal(runs: StandIns) -> None:
-    assert warmup._rehearse_followers(None, Settings.from_env({}), lambda: True) == 0
+    assert warmup._rehearse_followers(None, Settings.from_env({}), _stages(Settings.from_env({})), lambda: True) == 0
     assert runs.done == []
 
 

@@ -94,8 +94,8 @@ def _applied_before(settings: Settings, windows_query: str, first: datetime) -> 
     batches left the derived windows (rows are recorded in order by the one window writer)."""
     # By delta-rs: on a process's first batch a Spark read of this table is a cold job of about a second.
     conditions = [("query_name", "==", windows_query), ("recorded_at", "<", first)]
-    earlier = arrow_where(settings, OPS_WATERMARKS, conditions, columns=["watermark"])
-    return utc(pc.max(earlier.column("watermark")).as_py()) if earlier is not None else None
+    earlier = arrow_where(settings, OPS_WATERMARKS, conditions, columns=["watermark"])  # no limit: never None
+    return utc(pc.max(earlier.column("watermark")).as_py())
 
 
 def _event_columns(settings: Settings) -> list[str]:
