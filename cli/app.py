@@ -10,7 +10,7 @@ from typing import Annotated, Any
 import typer
 
 from cli import generate, pipelines, render, servers
-from cli.common import console, date_range, one_pipeline, pipeline_views, print_json, rehearsal_lines
+from cli.common import console, date_range, one_pipeline, pipeline_views, print_json, rehearsal_lines, rehearsal_volume
 from cli.common import fails_in_one_line as _fails_in_one_line
 from cli.common import home_settings as _settings
 from warehouse.settings import Settings
@@ -143,7 +143,8 @@ def run(
         )
         reports = run_all_continuous(
             spark, views, source, on_notice=lambda line: sys.stderr.write(f"lakehouse: {line}\n"),
-            warmup_lines=rehearsal_lines(views[0]), handlers=handed.HANDLERS,
+            warmup_lines=rehearsal_lines(views[0]), warmup_volume=lambda: rehearsal_volume(views[0]),
+            handlers=handed.HANDLERS,
         )  # fmt: skip
     render.print_reports(console, reports, "run", views[0].spec.name, time.monotonic() - started)
 

@@ -98,6 +98,17 @@ def rehearsal_lines(settings: Settings) -> list[str]:
     return list(spec_lines(settings.spec, few))
 
 
+def rehearsal_volume(settings: Settings) -> list[str]:
+    """Valid lines of the pipeline's spec, as many as a busy run's first batches carry (10,000 events a
+    second, two batches of about two seconds each), for the warm-up's second part (``runtime.warmup``)."""
+    from devtools.spec_lines import SpecStream, spec_lines
+
+    busy = SpecStream(
+        events=40_000, keys=200, rate=1000.0, duplicate_fraction=0.0, late_fraction=0.0, invalid_fraction=0.0, seed=2
+    )
+    return list(spec_lines(settings.spec, busy))
+
+
 def date_range(first: datetime | None, last: datetime | None, dates: list[datetime]) -> list[date]:
     """The event dates ``--date`` and ``--from-date``/``--to-date`` name, sorted, each once."""
     chosen = {d.date() for d in dates}

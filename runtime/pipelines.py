@@ -56,6 +56,7 @@ def run_all_continuous(
     stop: threading.Event | None = None,
     warmup_lines: Sequence[str] = (),
     handlers: Mapping[str, Handler] | None = None,
+    warmup_volume: Callable[[], Sequence[str]] | None = None,
 ) -> list[StageReport]:
     """Every pipeline's continuous run until ``stop`` is set or a signal comes: the first pipeline's critical
     path runs here, and every other pipeline runs whole in the first's followers' thread, in its cycles
@@ -63,9 +64,9 @@ def run_all_continuous(
     the other pipelines take what its followers did, in one JVM whatever their number. Each is prepared
     here first, so a damaged home or a refused spec change stops the run in one line before anything starts.
     With nothing waiting, the first pipeline's critical path rehearses on ``warmup_lines`` (lines of its spec)
-    before it takes lines, then its followers until a line arrives in any pipeline or a stop comes
-    (``runtime.warmup``). ``handlers``: kinds of work the run can be handed besides reconciles
-    (``runtime.handover``)."""
+    before it takes lines, then on ``warmup_volume()`` (valid lines, as many as a busy run's first batches)
+    and its followers until a line arrives in any pipeline or a stop comes (``runtime.warmup``).
+    ``handlers``: kinds of work the run can be handed besides reconciles (``runtime.handover``)."""
     first, others = views[0], list(views[1:])
     reports: list[StageReport] = []
     for view in others:
@@ -75,7 +76,9 @@ def run_all_continuous(
     warm = bool(warmup_lines) and warmup.worth_warming(first, source_of(first, source))
 
     def rehearse(stop: threading.Event) -> warmup.Rehearsal:
-        return warmup.warm_up(spark, first, warmup_lines, lambda: stop.is_set() or warmup.lines_waiting(sources))
+        return warmup.warm_up(
+            spark, first, warmup_lines, lambda: stop.is_set() or warmup.lines_waiting(sources), warmup_volume
+        )
 
     return reports + _named(
         first,

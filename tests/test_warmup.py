@@ -23,11 +23,12 @@ import pytest
 from deltalake import DeltaTable
 from pyspark.sql import SparkSession
 
-from cli.common import rehearsal_lines
+from cli.common import rehearsal_lines, rehearsal_volume
 from orchestration import definitions, pipeline, reconcile
 from runtime import warmup
 from runtime.progress import rehearsing_marker
 from runtime.runner import prepare
+from runtime.stages import stages
 from tests.lines import SEEDS_EXAMPLE, event
 from warehouse.settings import Settings
 
@@ -128,12 +129,26 @@ def test_a_warmed_stream_takes_handed_files_and_a_reconcile_beside_it(tmp_path: 
 
 @pytest.mark.gold_outputs("all")
 def test_a_quiet_start_rehearses_every_follower_in_a_scratch_home_it_then_deletes(
-    spark: SparkSession, settings: Settings
+    spark: SparkSession, settings: Settings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Nothing waiting: the critical path and then each follower run over the rehearsal's lines, in a scratch
-    home; the real home gets no line, no checkpoint, no progress row, and no scratch home is left."""
+    """Nothing waiting: the critical path runs over the rehearsal's lines, then over the volume in two batches,
+    then each follower over all of them, in a scratch home; the real home gets no line, no checkpoint, no
+    progress row, and no scratch home is left."""
     prepare(spark, settings)
-    done = warmup.warm_up(spark, settings, rehearsal_lines(settings), waiting=lambda: False)
+    drained, real_drain = [], warmup.drain_stage
+
+    def drain(spark, view, stage, report, stop, settle=True) -> None:
+        real_drain(spark, view, stage, report, stop, settle)
+        bronze = DeltaTable(str(view.tables_dir / "bronze/events")).to_pyarrow_table().num_rows
+        drained.append((stage.name, bronze))
+
+    monkeypatch.setattr(warmup, "drain_stage", drain)
+    lines, volume = rehearsal_lines(settings), rehearsal_volume(settings)
+    done = warmup.warm_up(spark, settings, lines, waiting=lambda: False, volume=lambda: volume)
+    assert len(volume) == 40_000
+    half = len(volume) // 2
+    assert drained[:2] == [("bronze_events", len(lines) + half), ("bronze_events", len(lines) + len(volume))]
+    assert [name for name, _ in drained[2:]] == [stage.name for stage in stages(settings).followers]
     assert (done.followers_rehearsed, done.followers) == (4, 4)
     assert done.line("purchases").endswith(", its 4 followers too; taking lines now")
     assert not list(settings.checkpoints_dir.glob("*/offsets"))

@@ -47,16 +47,35 @@ def stamp(lines: DataFrame, batch_id: int, ingest_time: datetime | None = None) 
     return stamped.withColumn("ingest_date", F.to_date("ingest_time"))
 
 
+def spread(stamped: DataFrame, slots: int) -> DataFrame:
+    """The batch's lines hashed by their position in their file or Kafka partition over ``slots`` partitions,
+    one a task slot: Spark reads a landing file whole, so a batch of three or five files (or one Kafka
+    partition's messages) would leave a core idle for much of the parse and the writes. Deterministic (a
+    task retried gets the same lines), no sort."""
+    return stamped.repartition(slots, F.coalesce("source_line", "kafka_offset"))
+
+
 def append_lines(stamped: DataFrame, batch_id: int, settings: Settings, writer_id: str) -> dict[str, float]:
     """Append stamped lines to ``bronze.events`` exactly once per (writer, batch); their figures."""
+    figures = lines_figures(stamped)
+    if figures["rows_in"]:
+        write_lines(stamped, batch_id, settings, writer_id, figures["rows_in"])
+    return figures
+
+
+def lines_figures(stamped: DataFrame) -> dict[str, float]:
+    """A batch's line count, files read and arrival figures (one job)."""
     rows, files, quantiles, earliest = stamped.agg(
         F.count("*"),
         F.count_distinct("source_file"),
         *arrival_quantiles(F.coalesce("kafka_timestamp", "file_modified_at")),
     ).first()
-    if rows:
-        append_once(stamped, settings, BRONZE_EVENTS, writer_id, batch_id, rows)
     return {"rows_in": rows, "rows_written": rows, "files_read": files, **arrival_figures(quantiles, earliest)}
+
+
+def write_lines(stamped: DataFrame, batch_id: int, settings: Settings, writer_id: str, rows: int) -> None:
+    """Append ``rows`` stamped lines to ``bronze.events`` exactly once per (writer, batch)."""
+    append_once(stamped, settings, BRONZE_EVENTS, writer_id, batch_id, rows)
 
 
 def read_landing_files(spark: SparkSession, settings: Settings) -> DataFrame:

@@ -274,7 +274,9 @@ def _build_steps(
     steps = [_named(_not_utf8=not_utf8, _too_long=too_long)]
     steps.append(_named(_parsed=F.when(~F.col("_not_utf8") & ~F.col("_too_long"), F.try_parse_json(text))))
     unescaped = F.regexp_replace(text, r"\\\\", "__")
-    one_value = F.col("_parsed").isNotNull() & _single_value(text) & ~unescaped.rlike(_LONE_SURROGATE)
+    # Only a line with a \u escape can hold a lone surrogate: the others skip both regular expressions.
+    lone_surrogate = text.contains("\\u") & unescaped.rlike(_LONE_SURROGATE)
+    one_value = F.col("_parsed").isNotNull() & _single_value(text) & ~lone_surrogate
     steps.append(_named(_doc=F.when(one_value, F.col("_parsed"))))
     document = F.col("_doc")
     steps.append(_named(**{_n(n, "v"): F.try_variant_get(document, f"$.{n}", "variant") for n in declared}))

@@ -3,7 +3,7 @@
 Inside the lakehouse a pipeline's id field travels as ``event_id`` and its event-time field as ``event_time``
 (:func:`canonical`); its tables keep the names its spec declares (:func:`declared`)."""
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, date, datetime, timedelta
 
@@ -123,6 +123,7 @@ def refined(
     writer_id: str,
     seen: SeenKeys | None = None,
     detected_at: datetime | None = None,
+    landed: Callable[[], object] | None = None,
 ) -> Iterator[tuple[dict[str, float], DataFrame]]:
     """:func:`refine_events`, and the batch's new events (``silver.events`` rows) for the block: what a
     batch carrying its lines on to gold folds into the windows without reading silver back. ``seen``,
@@ -130,7 +131,10 @@ def refined(
 
     With ``gold.fraud_alerts`` kept, the batch's new purchases at or over the amount limit are its alerts
     (``transforms.limit_alerts``), counted in the same pass as the classes and appended under the same
-    writer identity, ``detected_at`` (default: now) their time of detection."""
+    writer identity, ``detected_at`` (default: now) their time of detection.
+
+    ``landed``, when given, is waited for before silver's first commit: a batch that appends its bronze
+    lines meanwhile never commits silver rows ahead of them (silver ⊆ bronze at every version)."""
     spark = bronze.sparkSession
     valid = F.col("reason").isNull()
     spec = settings.spec
@@ -144,7 +148,7 @@ def refined(
         history = None if unseen else history_of(spark, settings, parsed.where(valid), batch_id, days)
         with materialized(_classify(parsed, history, batch_id)) as classified:
             rows_in, n_quarantined, n_duplicates, n_conflicting, n_flagged = _write_classified(
-                classified, settings, writer_id, batch_id, flagged
+                classified, settings, writer_id, batch_id, flagged, landed
             )
             if keys is not None:
                 seen.add(*keys, latest_version(SILVER_EVENTS.path(settings) / "_delta_log"))
@@ -202,7 +206,12 @@ def _new_events(classified: DataFrame) -> DataFrame:
 
 
 def _write_classified(
-    classified: DataFrame, settings: Settings, writer_id: str, batch_id: int, flagged: Column | None = None
+    classified: DataFrame,
+    settings: Settings,
+    writer_id: str,
+    batch_id: int,
+    flagged: Column | None = None,
+    landed: Callable[[], object] | None = None,
 ) -> tuple[int, int, int, int, int]:
     """Append each class to its table (exactly once per batch); (lines, quarantined, duplicates, conflicting,
     new events that are ``flagged``)."""
@@ -223,5 +232,7 @@ def _write_classified(
         writes.append((duplicates, SILVER_DUPLICATES, n_duplicates))
     if n_new := rows_in - n_quarantined - n_duplicates:
         writes.append((declared(_new_events(classified), settings.spec), events_table(settings), n_new))
+    if landed is not None:
+        landed()
     append_all_once(writes, settings, writer_id, batch_id)
     return rows_in, n_quarantined, n_duplicates, n_conflicting, n_flagged

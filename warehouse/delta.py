@@ -20,7 +20,7 @@ import contextvars
 import json
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from datetime import datetime
@@ -435,6 +435,16 @@ def append_all_once(
     """``append_once`` of (rows, table, row count if known) into several tables side by side: each commit's
     fixed cost is mostly driver time, so a few appends overlap well even on two cores."""
     side_by_side(*(partial(append_once, df, settings, table, app_id, batch_id, rows) for df, table, rows in writes))
+
+
+@contextmanager
+def in_background(call: Callable[[], Any]) -> Iterator[Future]:
+    """``call`` run in a thread for the block, in a copy of this context (a batch scope travels with it).
+    The block ends when the call has; its failure is raised then, unless the block failed first."""
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        future = pool.submit(contextvars.copy_context().run, call)
+        yield future
+    future.result()
 
 
 def side_by_side(*calls: Callable[[], Any]) -> list[Any]:

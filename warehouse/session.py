@@ -130,6 +130,18 @@ def spark_session(settings: Settings, app_name: str = "lakehouse") -> SparkSessi
     return spark
 
 
+def task_slots(settings: Settings) -> int:
+    """How many tasks the session runs at once: ``local``'s one, ``local[N]``'s N, the cores this process
+    may use for ``local[*]``, a standalone cluster's ``LAKEHOUSE_SPARK_CORES_MAX``."""
+    master = settings.spark.master
+    if master.startswith("spark://"):
+        return settings.spark.cores_max
+    inner = master.removeprefix("local").strip("[]")
+    if inner == "*":
+        return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return int(inner) if inner else 1
+
+
 def _check_master(master: str) -> None:
     """A standalone master that does not answer stops the command in one line at once (Spark itself would
     retry for a minute, then fail with a stack trace)."""

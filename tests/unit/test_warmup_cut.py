@@ -4,6 +4,7 @@ the real ones)."""
 
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -43,7 +44,7 @@ def runs(monkeypatch: pytest.MonkeyPatch) -> StandIns:
 
 def test_with_nothing_arriving_every_follower_rehearses_in_the_cycles_order(runs: StandIns) -> None:
     settings = Settings.from_env({})
-    assert warmup._rehearse_followers(None, settings, _stages(settings), lambda: False) == 4
+    assert warmup._rehearse_rest(None, settings, None, _stages(settings), lambda: False) == 4
     assert runs.done == [(name, False) for name in _followers(settings)]
 
 
@@ -52,15 +53,38 @@ def test_a_line_that_arrives_stops_the_running_follower_and_the_rest_never_start
     runs.seconds = 1.5
     began = time.monotonic()
     arrived = lambda: time.monotonic() - began > 2.0  # noqa: E731 (during the second follower's run)
-    assert warmup._rehearse_followers(None, settings, _stages(settings), arrived) == 1
+    assert warmup._rehearse_rest(None, settings, None, _stages(settings), arrived) == 1
     first, second = _followers(settings)[:2]
     assert runs.done == [(first, False), (second, True)]
     assert time.monotonic() - began < 2.0 + 1.0  # given way within a look, not at the end of the run
 
 
 def test_lines_waiting_at_the_start_skip_the_followers_rehearsal(runs: StandIns) -> None:
-    assert warmup._rehearse_followers(None, Settings.from_env({}), _stages(Settings.from_env({})), lambda: True) == 0
+    settings = Settings.from_env({})
+    assert warmup._rehearse_rest(None, settings, lambda: ["{}"] * 4, _stages(settings), lambda: True) == 0
     assert runs.done == []
+
+
+def test_the_volume_goes_through_the_critical_path_in_two_batches_before_the_followers(
+    runs: StandIns, tmp_path: Path
+) -> None:
+    settings = Settings.from_env({"LAKEHOUSE_HOME": str(tmp_path)})
+    volume = [f'{{"n": {n}}}' for n in range(5)]
+    assert warmup._rehearse_rest(None, settings, lambda: volume, _stages(settings), lambda: False) == 4
+    source = stages(settings).source.name
+    assert runs.done == [(source, False), (source, False)] + [(name, False) for name in _followers(settings)]
+    landed = sorted(Path(settings.landing_dir).glob("volume-*.jsonl"), key=lambda f: int(f.stem.split("-")[1]))
+    assert [f.read_text().splitlines() for f in landed] == [volume[:3], volume[3:]]
+
+
+def test_a_line_during_the_volume_stops_its_batch_and_no_follower_rehearses(runs: StandIns, tmp_path: Path) -> None:
+    settings = Settings.from_env({"LAKEHOUSE_HOME": str(tmp_path)})
+    runs.seconds = 1.5
+    began = time.monotonic()
+    arrived = lambda: time.monotonic() - began > 0.5  # noqa: E731 (during the volume's first batch)
+    assert warmup._rehearse_rest(None, settings, lambda: ["{}"] * 4, _stages(settings), arrived) == 0
+    assert runs.done == [(stages(settings).source.name, True)]
+    assert time.monotonic() - began < 0.5 + 1.0
 
 
 def test_the_runs_line_says_how_far_the_rehearsal_went() -> None:
