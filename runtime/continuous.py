@@ -2,7 +2,7 @@
 
 The source stream's query (landing or Kafka → bronze → silver → the tumbling table, one micro-batch) runs for
 the whole run, a trigger every ``trigger_interval_seconds`` and no query start per batch. The followers
-(fraud alerts, the derived windows, the join, distinct URLs, and every other pipeline) run in a thread of
+(fraud alerts, the join, the derived windows, distinct URLs, and every other pipeline) run in a thread of
 this process in cycles of their own (``runtime.followers``), in the same JVM at a lower CPU priority.
 """
 

@@ -267,10 +267,9 @@ def stages(settings: Settings, source: str = "landing") -> Pipeline:
     """The pipeline's streams: from ``source`` into bronze, then silver, then the gold windows, then the
     followers over silver that ``LAKEHOUSE_GOLD_OUTPUTS`` keeps."""
     keyed = keyed_stages(settings)
-    # Fraud alerts first: low latency is their point.
+    # Fraud alerts first: low latency is their point. The join before the derived windows: a plain stream-stream
+    # join is the twin's quickest follower, and the join's batch is the shorter of the two (decision 81).
     followers = [stage for stage in keyed if stage.name == FRAUD_STAGE]
-    if derived_outputs(settings):
-        followers.append(derived_stage(settings))
     if settings.keeps("order_payments"):
         followers.append(
             Stage(
@@ -281,6 +280,8 @@ def stages(settings: Settings, source: str = "landing") -> Pipeline:
                 keeps_state=True,
             )
         )
+    if derived_outputs(settings):
+        followers.append(derived_stage(settings))
     followers.extend(stage for stage in keyed if stage.name != FRAUD_STAGE)
     return Pipeline(source_stage(source), _silver_stage(), _windows_stage(settings), tuple(followers))
 

@@ -10,8 +10,8 @@ lines in two batches: the first rehearsal's few lines leave the row loops (the p
 MERGE of windows that exist) to the interpreter, and a busy run's first full batches took half as long again
 as the next ones (decision 81).
 
-Then, in the same scratch home and for as long as nothing arrives, the followers (fraud alerts, the derived
-windows, the join, distinct URLs) rehearse their first run over those lines, one after the other at the
+Then, in the same scratch home and for as long as nothing arrives, the followers (fraud alerts, the join,
+the derived windows, distinct URLs) rehearse their first run over those lines, one after the other at the
 run's own priority: a follower's first real run, cold, took two to three times its warm run beside the
 critical path, and its outputs waited for that in the run's first minute (decision 80). A line that arrives
 meanwhile (in any pipeline's source) cuts the rehearsal short within half a second and is taken at once:

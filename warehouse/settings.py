@@ -222,13 +222,14 @@ class StreamSettings(Group):
     max_line_bytes: int = field(default=1_048_576, metadata=var("LAKEHOUSE_MAX_LINE_BYTES", POSITIVE_INT))
     #: Stream progress rows are appended to ops.stream_progress at most this often (and when a run ends).
     progress_flush_seconds: int = field(default=10, metadata=var("LAKEHOUSE_PROGRESS_FLUSH_SECONDS", POSITIVE_INT))
-    #: A continuous run's followers (fraud alerts, derived windows, the join, distinct URLs) run in a thread of
+    #: A continuous run's followers (fraud alerts, the join, derived windows, distinct URLs) run in a thread of
     #: their own at this added CPU niceness, with the JVM threads that do their work (``nice``; 0: the same
     #: priority as the critical path's).
     followers_niceness: int = field(default=19, metadata=var("LAKEHOUSE_FOLLOWERS_NICENESS", NICENESS))
     #: A continuous run that starts with nothing waiting first carries a few generated lines through a scratch
-    #: home (``runtime.warmup``), then runs its followers over them there until a line arrives, so its first
-    #: real micro-batches find Spark's plans compiled instead of paying a cold JVM's (two to three times warm).
+    #: home (``runtime.warmup``), then, until a line arrives, a busy run's volume of them (40,000) and its
+    #: followers over all of them there, so its first real micro-batches find Spark's plans compiled and its row
+    #: loops hot instead of paying a cold JVM's (two to three times warm).
     warmup: bool = field(default=True, metadata=var("LAKEHOUSE_STREAM_WARMUP", BOOLEAN))
 
 

@@ -13,10 +13,10 @@ def _names(*tended: Tended) -> list[str]:
     return [pipeline.report(stage).name for pipeline, stage in _turns(tended)]
 
 
-def test_fraud_alerts_take_a_turn_before_each_other_follower() -> None:
+def test_fraud_alerts_take_a_turn_before_each_other_follower_the_join_before_the_derived_windows() -> None:
     assert _names(Tended.of(Settings.from_env({}), "landing", own=True)) == [
-        "gold_fraud_alerts", "gold_user_spend_5m_derived",
         "gold_fraud_alerts", "gold_order_payments",
+        "gold_fraud_alerts", "gold_user_spend_5m_derived",
         "gold_fraud_alerts", "gold_unique_urls",
     ]  # fmt: skip
 
