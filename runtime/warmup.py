@@ -156,7 +156,7 @@ def _rehearse_rest(
         if volume is not None:
             source = source_stage("landing")
             batch = volume()
-            size = -(-len(batch) // VOLUME_BATCHES)
+            size = max(1, -(-len(batch) // VOLUME_BATCHES))
             for start in range(0, len(batch), size):
                 if cut.is_set():
                     return 0
