@@ -1,6 +1,8 @@
-"""The session's Spark settings: what bounds a long run's disk, and the JVMs' options."""
+"""The session's Spark settings: what bounds a long run's disk, the JVMs' options, and its task slots."""
 
-from warehouse.session import MIN_BATCHES_TO_RETAIN, spark_conf
+import os
+
+from warehouse.session import MIN_BATCHES_TO_RETAIN, spark_conf, task_slots
 from warehouse.settings import Settings
 
 
@@ -24,3 +26,12 @@ def test_the_jvm_options_go_after_the_built_in_stack_size_on_the_driver_and_on_a
     executor = on_cluster["spark.executor.extraJavaOptions"]
     assert executor == "-Xss8m -XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=256m"
     assert "TieredStopAtLevel" not in on_cluster["spark.driver.extraJavaOptions"]  # each JVM its own options
+
+
+def test_task_slots_are_the_masters_threads_or_the_clusters_cores() -> None:
+    """What a carried batch spreads its lines over (``transforms.bronze.spread``)."""
+    slots = lambda master, **env: task_slots(Settings.from_env({"LAKEHOUSE_SPARK_MASTER": master, **env}))  # noqa: E731
+    assert slots("local") == 1
+    assert slots("local[3]") == 3
+    assert slots("local[*]") == len(os.sched_getaffinity(0))
+    assert slots("spark://127.0.0.1:7077", LAKEHOUSE_SPARK_CORES_MAX="4") == 4
